@@ -1,0 +1,184 @@
+"""Pi's JSONL session file: tolerant parsing, v1→v3 migration, line writer.
+
+Line 1 is the session header, every other line one entry. Reading skips blank
+and malformed lines (a torn last line included); writing appends exactly one
+complete line per entry and never rewrites what is there.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .ids import new_entry_id
+from .types import CURRENT_SESSION_VERSION, Entry
+
+FileEntry = dict[str, Any]
+
+
+def now_iso() -> str:
+    """Current UTC time as Pi writes it: ``2026-04-19T00:00:00.000Z``."""
+    now = datetime.now(timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def is_session_header(obj: Any) -> bool:
+    return isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str)
+
+
+def parse_lines(data: bytes | str) -> list[FileEntry]:
+    """Decode every JSON object line; skip blank, malformed and non-object lines."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    parsed: list[FileEntry] = []
+    for line in data.split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            parsed.append(obj)
+    return parsed
+
+
+def parse_session_entries(text: str | bytes) -> list[FileEntry]:
+    """All file entries (header included) of a session file's text."""
+    return parse_lines(text)
+
+
+def load_entries_from_file(path: str | os.PathLike[str]) -> list[FileEntry]:
+    """File entries with the header first; ``[]`` when the file is missing,
+    empty, or its first valid line is not a session header."""
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return []
+    entries = parse_lines(data)
+    if not entries or not is_session_header(entries[0]):
+        return []
+    return entries
+
+
+def _migrate_v1_to_v2(file_entries: list[FileEntry]) -> None:
+    ids: set[str] = set()
+    previous_id: str | None = None
+    for entry in file_entries:
+        if entry.get("type") == "session":
+            entry["version"] = 2
+            continue
+        entry_id = new_entry_id(ids)
+        ids.add(entry_id)
+        entry["id"] = entry_id
+        entry["parentId"] = previous_id
+        previous_id = entry_id
+    # Indexes count lines of the file, header included, as Pi's did. Resolve
+    # them once every entry has its id (a compaction may point forward only in
+    # damaged files, but resolving afterwards costs nothing).
+    for entry in file_entries:
+        if entry.get("type") != "compaction" or "firstKeptEntryIndex" not in entry:
+            continue
+        index = entry.pop("firstKeptEntryIndex")
+        if isinstance(index, int) and not isinstance(index, bool) and 0 <= index < len(file_entries):
+            target = file_entries[index]
+            if target.get("type") != "session":
+                entry["firstKeptEntryId"] = target["id"]
+
+
+def _migrate_v2_to_v3(file_entries: list[FileEntry]) -> None:
+    for entry in file_entries:
+        if entry.get("type") == "session":
+            entry["version"] = 3
+            continue
+        if entry.get("type") == "message":
+            message = entry.get("message")
+            if isinstance(message, dict) and message.get("role") == "hookMessage":
+                message["role"] = "custom"
+
+
+def migrate_to_current_version(file_entries: list[FileEntry]) -> bool:
+    """Bring entries (header included) to version 3 in place; ``True`` if anything changed."""
+    header = next((e for e in file_entries if e.get("type") == "session"), None)
+    version = header.get("version", 1) if header else 1
+    if not isinstance(version, int) or version >= CURRENT_SESSION_VERSION:
+        return False
+    if version < 2:
+        _migrate_v1_to_v2(file_entries)
+    if version < 3:
+        _migrate_v2_to_v3(file_entries)
+    return True
+
+
+def split_header(file_entries: Sequence[FileEntry]) -> tuple[FileEntry | None, list[Entry]]:
+    """(header, entries) of a loaded file; entries exclude every header line."""
+    header = file_entries[0] if file_entries and is_session_header(file_entries[0]) else None
+    return header, [e for e in file_entries if e.get("type") != "session"]
+
+
+def new_session_header(
+    session_id: str,
+    *,
+    cwd: str = "",
+    parent_session: str | None = None,
+    timestamp: str | None = None,
+    extra: dict[str, Any] | None = None,
+) -> FileEntry:
+    header: FileEntry = {
+        "type": "session",
+        "version": CURRENT_SESSION_VERSION,
+        "id": session_id,
+        "timestamp": timestamp or now_iso(),
+        "cwd": cwd,
+    }
+    if parent_session:
+        header["parentSession"] = parent_session
+    if extra:
+        for key, value in extra.items():
+            header.setdefault(key, value)
+    return header
+
+
+def serialize_line(obj: FileEntry) -> bytes:
+    """One JSONL line (with its ``\\n``), compact as Pi writes it; key order kept."""
+    return orjson.dumps(obj) + b"\n"
+
+
+def serialize_file(file_entries: Iterable[FileEntry]) -> bytes:
+    return b"".join(serialize_line(e) for e in file_entries)
+
+
+def append_lines(fd: int, lines: Iterable[bytes], *, fsync: bool = False) -> int:
+    """Append complete lines to an open descriptor (opened with ``O_APPEND``).
+
+    If the file does not end in a newline — a writer died mid-line — start a
+    new line first, so the torn fragment stays one malformed (skipped) line
+    and never swallows the entry written now. Returns the new file size.
+    """
+    size = os.fstat(fd).st_size
+    payload = b"".join(lines)
+    if size > 0:
+        last = os.pread(fd, 1, size - 1)
+        if last != b"\n":
+            payload = b"\n" + payload
+    view = memoryview(payload)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+    if fsync:
+        os.fsync(fd)
+    return size + len(payload)
+
+
+def write_new_session_file(path: str | os.PathLike[str], file_entries: Sequence[FileEntry], *, fsync: bool = False) -> None:
+    """Create a session file that must not exist yet (``O_EXCL``)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+    try:
+        append_lines(fd, (serialize_line(e) for e in file_entries), fsync=fsync)
+    finally:
+        os.close(fd)

@@ -1,0 +1,176 @@
+"""Typed shapes of Pi's session format and of our session meta.
+
+Entries stay plain dicts with Pi's camelCase keys (decoded once, passed around
+unchanged, so unknown fields survive). These TypedDicts document and type-check
+them; they add no runtime cost. ``total=False`` marks Pi's optional keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict, Union
+
+CURRENT_SESSION_VERSION = 3
+
+SessionTreeProviderKind = Literal["file", "mysql"]
+SessionStatus = Literal["active", "archived", "deleted"]
+
+ENTRY_TYPES: frozenset[str] = frozenset(
+    {
+        "message",
+        "thinking_level_change",
+        "model_change",
+        "compaction",
+        "branch_summary",
+        "custom",
+        "custom_message",
+        "label",
+        "session_info",
+    }
+)
+
+
+class SessionHeader(TypedDict):
+    type: Literal["session"]
+    version: NotRequired[int]  # absent in v1 files
+    id: str
+    timestamp: str
+    cwd: str
+    parentSession: NotRequired[str]
+
+
+class AgentMessage(TypedDict, total=False):
+    """A Pi agent message: ``user``, ``assistant``, ``toolResult``, ``bashExecution``, ``custom``…"""
+
+    role: str
+    content: Any
+    provider: str
+    model: str
+    api: str
+    usage: dict[str, Any]
+    stopReason: str
+    timestamp: int
+    toolCallId: str
+    toolName: str
+    details: Any
+    isError: bool
+
+
+class SessionEntryBase(TypedDict):
+    type: str
+    id: str
+    parentId: str | None
+    timestamp: str
+
+
+class SessionMessageEntry(SessionEntryBase):
+    message: AgentMessage
+
+
+class ThinkingLevelChangeEntry(SessionEntryBase):
+    thinkingLevel: str
+
+
+class ModelChangeEntry(SessionEntryBase):
+    provider: str
+    modelId: str
+
+
+class CompactionEntry(SessionEntryBase):
+    summary: str
+    firstKeptEntryId: str
+    tokensBefore: int
+    details: NotRequired[Any]
+    fromHook: NotRequired[bool]
+
+
+class BranchSummaryEntry(SessionEntryBase):
+    fromId: str
+    summary: str
+    details: NotRequired[Any]
+    fromHook: NotRequired[bool]
+
+
+class CustomEntry(SessionEntryBase):
+    customType: str
+    data: NotRequired[Any]
+
+
+class CustomMessageEntry(SessionEntryBase):
+    customType: str
+    content: Any
+    display: bool
+    details: NotRequired[Any]
+
+
+class LabelEntry(SessionEntryBase):
+    targetId: str
+    label: NotRequired[str | None]
+
+
+class SessionInfoEntry(SessionEntryBase):
+    name: NotRequired[str]
+
+
+SessionTreeEntry = Union[
+    SessionMessageEntry,
+    ThinkingLevelChangeEntry,
+    ModelChangeEntry,
+    CompactionEntry,
+    BranchSummaryEntry,
+    CustomEntry,
+    CustomMessageEntry,
+    LabelEntry,
+    SessionInfoEntry,
+]
+# Entries are handled as plain dicts everywhere; this alias is what signatures use.
+Entry = dict[str, Any]
+
+
+class ModelRef(TypedDict):
+    provider: str
+    modelId: str
+
+
+class SessionContext(TypedDict):
+    messages: list[dict[str, Any]]
+    thinking_level: str
+    model: ModelRef | None
+    source_entry_ids: list[str]
+
+
+class SessionTreeSession(TypedDict):
+    session_id: str
+    provider: SessionTreeProviderKind
+    root_entry_id: str | None
+    leaf_entry_id: str | None
+    cwd: str | None
+    session_file: str | None
+    parent_session_id: str | None
+    agent_id: int | None
+    user_id: str | None
+    title: str | None
+    status: SessionStatus
+    metadata: dict[str, Any]
+    created_at: str
+    updated_at: str
+
+
+class LabelInfo(TypedDict):
+    label: str
+    label_entry_id: str
+    timestamp: str
+
+
+class TreeNode(TypedDict):
+    entry: Entry
+    children: list[TreeNode]
+    label: str | None
+
+
+class SessionSnapshot(TypedDict):
+    session: SessionTreeSession
+    entries: list[Entry]
+    active_path: list[str]
+    children_by_parent_id: dict[str, list[str]]
+    labels_by_entry_id: dict[str, LabelInfo]
+    runtime_context: SessionContext

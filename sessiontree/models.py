@@ -1,0 +1,163 @@
+"""Database tables.
+
+``AgentSession`` is the session meta row of both providers (leaf, status,
+title…); for the ``mysql`` provider the entries live in ``AgentSessionEntry``,
+for the ``file`` provider in the session's JSONL file. Session lineage (which
+session was forked from which) is an MPTT tree over ``AgentSession``; entries
+are a plain adjacency list (see docs/architecture.md for why).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from mptt.models import MPTTModel, TreeForeignKey
+
+PROVIDER_CHOICES = [("file", "file"), ("mysql", "mysql")]
+
+
+class Agent(models.Model):
+    """An agent configuration; ``session_provider`` picks where its sessions live."""
+
+    name = models.CharField(max_length=200, unique=True)
+    session_provider = models.CharField(
+        max_length=16,
+        choices=PROVIDER_CHOICES,
+        default="file",
+        help_text="Storage of this agent's session trees: a JSONL file per session, or database tables.",
+    )
+    config = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AgentSession(MPTTModel):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        ARCHIVED = "archived"
+        DELETED = "deleted"
+
+    session_id = models.CharField(max_length=64, unique=True)
+    provider = models.CharField(max_length=16, choices=PROVIDER_CHOICES, default="file", db_index=True)
+    root_entry_id = models.CharField(max_length=64, null=True, blank=True)
+    leaf_entry_id = models.CharField(max_length=64, null=True, blank=True)
+    cwd = models.TextField(blank=True, default="")
+    session_file = models.CharField(max_length=1024, blank=True, default="")
+    # The raw reference a header's ``parentSession`` holds (a session id, or a
+    # file path in Pi's own files); ``parent`` is the resolved lineage link.
+    parent_session_id = models.CharField(max_length=1024, null=True, blank=True, db_index=True)
+    parent = TreeForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks")
+    agent = models.ForeignKey(Agent, null=True, blank=True, on_delete=models.SET_NULL, related_name="sessions")
+    user_id = models.CharField(max_length=191, null=True, blank=True, db_index=True)
+    title = models.CharField(max_length=255, null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE, db_index=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    # Header fields beyond Pi's (kept losslessly for the mysql provider; the
+    # file provider keeps its header in the file).
+    header = models.JSONField(default=dict, blank=True)
+    # Number of entries; the mysql provider's next entry_seq is entry_count + 1.
+    entry_count = models.PositiveIntegerField(default=0)
+    # The file provider's streaming entry, kept outside the JSONL until it is
+    # completed (the file is append-only and never rewritten).
+    in_flight_entry = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    class MPTTMeta:
+        order_insertion_by = ["session_id"]
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["agent", "status", "-updated_at"], name="session_agent_status_idx")]
+
+    def __str__(self) -> str:
+        return self.title or self.session_id
+
+
+class AgentSessionEntry(models.Model):
+    """One entry of a ``mysql``-provider session: Pi's fields as typed columns.
+
+    ``extra`` keeps what the typed columns cannot: unknown fields (``fields``)
+    and the entry's key order (``keys``), so an entry read back equals, as
+    JSON, the entry written.
+    """
+
+    class Status(models.TextChoices):
+        COMPLETED = "completed"
+        IN_FLIGHT = "in_flight"
+
+    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="entries")
+    entry_id = models.CharField(max_length=64)
+    parent_entry_id = models.CharField(max_length=64, null=True, blank=True)
+    entry_seq = models.PositiveIntegerField()
+    depth = models.PositiveIntegerField(default=0)
+    type = models.CharField(max_length=32)
+    timestamp = models.CharField(max_length=40, blank=True, default="")
+    message = models.JSONField(null=True, blank=True)
+    summary = models.TextField(null=True, blank=True)
+    first_kept_entry_id = models.CharField(max_length=64, null=True, blank=True)
+    tokens_before = models.BigIntegerField(null=True, blank=True)
+    thinking_level = models.CharField(max_length=32, null=True, blank=True)
+    provider = models.CharField(max_length=128, null=True, blank=True)
+    model_id = models.CharField(max_length=255, null=True, blank=True)
+    custom_type = models.CharField(max_length=128, null=True, blank=True)
+    data = models.JSONField(null=True, blank=True)
+    content = models.JSONField(null=True, blank=True)
+    display = models.BooleanField(null=True, blank=True)
+    target_entry_id = models.CharField(max_length=64, null=True, blank=True)
+    label = models.CharField(max_length=255, null=True, blank=True)
+    from_id = models.CharField(max_length=64, null=True, blank=True)
+    from_hook = models.BooleanField(null=True, blank=True)
+    name = models.CharField(max_length=255, null=True, blank=True)
+    details = models.JSONField(null=True, blank=True)
+    source_runtime = models.CharField(max_length=64, null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETED)
+    extra = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "entry_seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "entry_id"], name="entry_unique_id_per_session"),
+            models.UniqueConstraint(fields=["session", "entry_seq"], name="entry_unique_seq_per_session"),
+        ]
+        indexes = [
+            models.Index(fields=["session", "parent_entry_id"], name="entry_parent_idx"),
+            models.Index(fields=["session", "type"], name="entry_type_idx"),
+            models.Index(fields=["session", "custom_type"], name="entry_custom_type_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.entry_id}"
+
+
+class LineageLock(models.Model):
+    """A single row locked (``SELECT … FOR UPDATE``) around lineage writes:
+    django-mptt allocates ``tree_id`` as MAX+1 and shifts ``lft``/``rght``
+    without a lock of its own."""
+
+    name = models.CharField(max_length=32, unique=True)
+
+
+class AuditRecord(models.Model):
+    """Who did what to which session, from the admin, the API or a command."""
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    channel = models.CharField(max_length=16, default="admin")  # admin | api | command
+    action = models.CharField(max_length=64)
+    session_id = models.CharField(max_length=64, db_index=True)
+    entry_id = models.CharField(max_length=64, null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.action} {self.session_id}"

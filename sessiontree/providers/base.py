@@ -1,0 +1,132 @@
+"""The provider contract: every storage of session trees implements this.
+
+``file`` and ``mysql`` implement it; ``tests/contract/`` proves both behave
+the same. Entries in and out are plain dicts with Pi's camelCase keys; session
+meta is a ``SessionTreeSession`` dict with snake_case keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from sessiontree.core.context_builder import UNSET, _Unset
+from sessiontree.core.errors import (
+    CorruptSessionTree,
+    EntryNotFound,
+    ImmutableEntry,
+    InvalidEntry,
+    InvalidSessionId,
+    LeafConflict,
+    SessionAlreadyExists,
+    SessionNotFound,
+    SessionTreeError,
+)
+from sessiontree.core.types import Entry, SessionContext, SessionSnapshot, SessionTreeSession
+
+__all__ = [
+    "UNSET",
+    "CorruptSessionTree",
+    "EntryNotFound",
+    "ImmutableEntry",
+    "InvalidEntry",
+    "InvalidSessionId",
+    "LeafConflict",
+    "SessionAlreadyExists",
+    "SessionNotFound",
+    "SessionTreeError",
+    "SessionTreeProvider",
+]
+
+MaybeUnset = Any  # a value, or UNSET when the caller omitted it
+
+
+@runtime_checkable
+class SessionTreeProvider(Protocol):
+    kind: str
+
+    # --- sessions ----------------------------------------------------------
+    def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        cwd: str | None = None,
+        agent_id: int | None = None,
+        user_id: str | None = None,
+        title: str | None = None,
+        parent_session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> SessionTreeSession: ...
+
+    def get_session(self, session_id: str) -> SessionTreeSession | None: ...
+
+    def update_session(self, session_id: str, **fields: Any) -> SessionTreeSession: ...
+
+    def delete_session(self, session_id: str, *, hard: bool = False) -> None: ...
+
+    # --- entries -----------------------------------------------------------
+    def list_entries(self, session_id: str) -> list[Entry]: ...
+
+    def get_entry(self, session_id: str, entry_id: str) -> Entry: ...
+
+    def append_entry(self, session_id: str, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET) -> Entry: ...
+
+    def append_message(
+        self, session_id: str, message: dict[str, Any], *, expected_leaf_id: str | None | _Unset = UNSET
+    ) -> Entry: ...
+
+    def append_thinking_level_change(self, session_id: str, thinking_level: str) -> Entry: ...
+
+    def append_model_change(self, session_id: str, provider: str, model_id: str) -> Entry: ...
+
+    def append_compaction(
+        self,
+        session_id: str,
+        *,
+        summary: str,
+        first_kept_entry_id: str,
+        tokens_before: int,
+        details: Any = None,
+        from_hook: bool | None = None,
+    ) -> Entry: ...
+
+    def append_branch_summary(
+        self,
+        session_id: str,
+        *,
+        branch_from_entry_id: str | None,
+        summary: str,
+        details: Any = None,
+        from_hook: bool | None = None,
+    ) -> Entry: ...
+
+    def append_custom_entry(self, session_id: str, custom_type: str, data: Any = None) -> Entry: ...
+
+    def append_custom_message(
+        self, session_id: str, custom_type: str, content: Any, *, display: bool = True, details: Any = None
+    ) -> Entry: ...
+
+    def append_label_change(self, session_id: str, target_id: str, label: str | None) -> Entry: ...
+
+    def append_session_info(self, session_id: str, name: str) -> Entry: ...
+
+    def begin_in_flight_entry(self, session_id: str, entry: Entry) -> Entry: ...
+
+    def update_in_flight_entry(
+        self, session_id: str, entry_id: str, patch: dict[str, Any], *, complete: bool = False
+    ) -> Entry: ...
+
+    # --- leaf and branches ---------------------------------------------------
+    def switch_leaf(self, session_id: str, entry_id: str) -> SessionTreeSession: ...
+
+    def reset_leaf(self, session_id: str) -> SessionTreeSession: ...
+
+    def create_branched_session(
+        self, session_id: str, leaf_entry_id: str | None, *, new_session_id: str | None = None
+    ) -> SessionTreeSession: ...
+
+    # --- reads -------------------------------------------------------------
+    def get_active_path(self, session_id: str, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]: ...
+
+    def get_snapshot(self, session_id: str) -> SessionSnapshot: ...
+
+    def build_context(self, session_id: str, leaf_entry_id: str | None | _Unset = UNSET) -> SessionContext: ...
