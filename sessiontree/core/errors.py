@@ -54,6 +54,13 @@ class LeafConflict(SessionTreeError):
     http_status = 409
 
 
+class SessionClosed(SessionTreeError):
+    """The session is deleted (soft): readable, but nothing may be appended."""
+
+    code = "session_closed"
+    http_status = 409
+
+
 class SummarizerError(SessionTreeError):
     """A summarizer back end failed (unreachable, HTTP error, timeout, bad reply)."""
 

@@ -1,0 +1,190 @@
+"""Building and validating entries before they are appended.
+
+Both providers run every append through ``prepare_new_entry`` so that the same
+input is accepted or refused the same way, with the same message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import EntryNotFound, InvalidEntry
+from .ids import new_entry_id
+from .pi_session_file import now_iso
+from .types import ENTRY_TYPES, Entry
+
+MAX_ENTRY_ID_LENGTH = 64
+# Fields an in-flight patch may never change: they place the entry in the tree.
+FROZEN_FIELDS = frozenset({"id", "parentId", "type"})
+
+
+def _require_str(entry: Entry, key: str, *, allow_empty: bool = True) -> None:
+    value = entry.get(key)
+    if not isinstance(value, str) or (not allow_empty and not value):
+        raise InvalidEntry(f"{entry.get('type')} entry needs a {'non-empty ' if not allow_empty else ''}string '{key}'")
+
+
+def validate_entry_shape(entry: Any, by_id: Mapping[str, Entry]) -> None:
+    """Raise ``InvalidEntry`` unless ``entry`` is a well-formed entry of one of Pi's nine types.
+
+    ``by_id`` is the session's current index: referenced entries (a label's
+    target, a compaction's first kept entry) must exist in it.
+    """
+    if not isinstance(entry, dict):
+        raise InvalidEntry(f"An entry must be a JSON object, not {type(entry).__name__}")
+    entry_type = entry.get("type")
+    if entry_type not in ENTRY_TYPES:
+        raise InvalidEntry(f"Unknown entry type {entry_type!r}; expected one of {', '.join(sorted(ENTRY_TYPES))}")
+    if "timestamp" in entry and not isinstance(entry["timestamp"], str):
+        raise InvalidEntry("timestamp must be an ISO-8601 string")
+    if entry_type == "message":
+        message = entry.get("message")
+        if not isinstance(message, dict) or not isinstance(message.get("role"), str) or not message["role"]:
+            raise InvalidEntry("message entry needs a 'message' object with a string 'role'")
+    elif entry_type == "thinking_level_change":
+        _require_str(entry, "thinkingLevel", allow_empty=False)
+    elif entry_type == "model_change":
+        _require_str(entry, "provider", allow_empty=False)
+        _require_str(entry, "modelId", allow_empty=False)
+    elif entry_type == "compaction":
+        _require_str(entry, "summary")
+        _require_str(entry, "firstKeptEntryId", allow_empty=False)
+        tokens = entry.get("tokensBefore")
+        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+            raise InvalidEntry("compaction entry needs a non-negative integer 'tokensBefore'")
+        if entry["firstKeptEntryId"] not in by_id:
+            raise EntryNotFound(f"Entry {entry['firstKeptEntryId']} not found (compaction firstKeptEntryId)")
+    elif entry_type == "branch_summary":
+        _require_str(entry, "summary")
+        _require_str(entry, "fromId", allow_empty=False)
+    elif entry_type == "custom":
+        _require_str(entry, "customType", allow_empty=False)
+    elif entry_type == "custom_message":
+        _require_str(entry, "customType", allow_empty=False)
+        if not isinstance(entry.get("content"), str | list):
+            raise InvalidEntry("custom_message entry needs 'content' (a string or a list of content blocks)")
+        if not isinstance(entry.get("display"), bool):
+            raise InvalidEntry("custom_message entry needs a boolean 'display'")
+    elif entry_type == "label":
+        _require_str(entry, "targetId", allow_empty=False)
+        if entry["targetId"] not in by_id:
+            raise EntryNotFound(f"Entry {entry['targetId']} not found (label target)")
+        if entry.get("label") is not None and not isinstance(entry.get("label"), str):
+            raise InvalidEntry("label must be a string, or null to clear")
+    elif entry_type == "session_info":
+        if entry.get("name") is not None and not isinstance(entry.get("name"), str):
+            raise InvalidEntry("session_info name must be a string")
+
+
+def prepare_new_entry(entry: Any, *, leaf_id: str | None, by_id: Mapping[str, Entry]) -> Entry:
+    """A validated copy of ``entry`` ready to store as a child of ``leaf_id``.
+
+    ``id`` is kept if given (and must be new), else generated; ``parentId`` is
+    always the leaf (a different one is refused: move the leaf first);
+    ``timestamp`` is kept if given, else now. Key order: Pi's base fields
+    first, then the rest as given.
+    """
+    validate_entry_shape(entry, by_id)
+    entry_id = entry.get("id")
+    if entry_id is None:
+        entry_id = new_entry_id(by_id)
+    elif not isinstance(entry_id, str) or not entry_id or len(entry_id) > MAX_ENTRY_ID_LENGTH:
+        raise InvalidEntry(f"Entry id must be a non-empty string of at most {MAX_ENTRY_ID_LENGTH} characters")
+    elif entry_id in by_id:
+        raise InvalidEntry(f"Duplicate entry id {entry_id}")
+    if "parentId" in entry and entry["parentId"] != leaf_id:
+        raise InvalidEntry(
+            f"Entry {entry_id} names parentId {entry['parentId']!r} but the leaf is {leaf_id!r}; "
+            "switch the leaf first (entries are always appended to the leaf)"
+        )
+    prepared: Entry = {
+        "type": entry["type"],
+        "id": entry_id,
+        "parentId": leaf_id,
+        "timestamp": entry.get("timestamp") or now_iso(),
+    }
+    for key, value in entry.items():
+        if key not in prepared:
+            prepared[key] = value
+    return prepared
+
+
+def apply_in_flight_patch(entry: Entry, patch: Any, by_id: Mapping[str, Entry]) -> Entry:
+    """The in-flight ``entry`` with ``patch`` merged in (top-level keys), validated."""
+    if not isinstance(patch, dict):
+        raise InvalidEntry("An in-flight patch must be a JSON object")
+    frozen = FROZEN_FIELDS & patch.keys()
+    changed = [key for key in frozen if patch[key] != entry.get(key)]
+    if changed:
+        raise InvalidEntry(f"Cannot change {', '.join(sorted(changed))} of in-flight entry {entry['id']}")
+    merged = {**entry, **patch}
+    validate_entry_shape(merged, by_id)
+    return merged
+
+
+# --- typed entry builders (the provider's append_* methods use these) -------
+
+
+def message_entry(message: Any) -> Entry:
+    return {"type": "message", "message": message}
+
+
+def thinking_level_change_entry(thinking_level: str) -> Entry:
+    return {"type": "thinking_level_change", "thinkingLevel": thinking_level}
+
+
+def model_change_entry(provider: str, model_id: str) -> Entry:
+    return {"type": "model_change", "provider": provider, "modelId": model_id}
+
+
+def compaction_entry(
+    *, summary: str, first_kept_entry_id: str, tokens_before: int, details: Any = None, from_hook: bool | None = None
+) -> Entry:
+    entry: Entry = {
+        "type": "compaction",
+        "summary": summary,
+        "firstKeptEntryId": first_kept_entry_id,
+        "tokensBefore": tokens_before,
+    }
+    if details is not None:
+        entry["details"] = details
+    if from_hook is not None:
+        entry["fromHook"] = from_hook
+    return entry
+
+
+def branch_summary_entry(
+    *, branch_from_entry_id: str | None, summary: str, details: Any = None, from_hook: bool | None = None
+) -> Entry:
+    entry: Entry = {"type": "branch_summary", "fromId": branch_from_entry_id or "root", "summary": summary}
+    if details is not None:
+        entry["details"] = details
+    if from_hook is not None:
+        entry["fromHook"] = from_hook
+    return entry
+
+
+def custom_entry(custom_type: str, data: Any = None) -> Entry:
+    entry: Entry = {"type": "custom", "customType": custom_type}
+    if data is not None:
+        entry["data"] = data
+    return entry
+
+
+def custom_message_entry(custom_type: str, content: Any, *, display: bool = True, details: Any = None) -> Entry:
+    entry: Entry = {"type": "custom_message", "customType": custom_type, "content": content, "display": display}
+    if details is not None:
+        entry["details"] = details
+    return entry
+
+
+def label_entry(target_id: str, label: str | None) -> Entry:
+    entry: Entry = {"type": "label", "targetId": target_id}
+    if label:
+        entry["label"] = label
+    return entry
+
+
+def session_info_entry(name: str) -> Entry:
+    return {"type": "session_info", "name": name}

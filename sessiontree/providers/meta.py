@@ -1,0 +1,164 @@
+"""Session meta rows (``AgentSession``), shared by both providers.
+
+The leaf, status, title and lineage of a session live here whatever stores its
+entries. Lineage writes (creating a session, which inserts into the MPTT
+tree) are serialized through one locked ``LineageLock`` row, because
+django-mptt allocates ``tree_id`` as MAX+1 and shifts ``lft``/``rght``
+without a lock of its own.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from sessiontree.core.errors import InvalidEntry, InvalidSessionId, SessionAlreadyExists, SessionNotFound
+from sessiontree.core.ids import new_session_id
+from sessiontree.core.types import SessionTreeSession
+from sessiontree.models import AgentSession, LineageLock
+
+# Pi's ids are UUIDs; ours are UUIDv7. Allow any simple token, never a path.
+_SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+UPDATABLE_FIELDS = {"title", "status", "metadata", "cwd", "user_id", "agent_id"}
+STATUSES = {"active", "archived", "deleted"}
+
+
+def validate_session_id(session_id: Any) -> str:
+    """Return ``session_id`` if it is a safe token; raise ``InvalidSessionId`` otherwise.
+
+    A session id becomes a file name, so anything that could leave the root
+    folder (``/``, ``\\``, ``..``, NUL, a leading dot) is refused outright.
+    """
+    if not isinstance(session_id, str) or not _SESSION_ID_RE.match(session_id) or ".." in session_id:
+        raise InvalidSessionId(f"Invalid session id {session_id!r}: use letters, digits, '-', '_' or '.' (max 64)")
+    return session_id
+
+
+def to_session_dict(row: AgentSession) -> SessionTreeSession:
+    return {
+        "session_id": row.session_id,
+        "provider": row.provider,  # type: ignore[typeddict-item]
+        "root_entry_id": row.root_entry_id,
+        "leaf_entry_id": row.leaf_entry_id,
+        "cwd": row.cwd or None,
+        "session_file": row.session_file or None,
+        "parent_session_id": row.parent_session_id,
+        "agent_id": row.agent_id,
+        "user_id": row.user_id,
+        "title": row.title,
+        "status": row.status,  # type: ignore[typeddict-item]
+        "metadata": row.metadata or {},
+        "created_at": row.created_at.isoformat().replace("+00:00", "Z") if row.created_at else "",
+        "updated_at": row.updated_at.isoformat().replace("+00:00", "Z") if row.updated_at else "",
+    }
+
+
+def get_row(session_id: str, *, provider: str | None = None, for_update: bool = False) -> AgentSession:
+    validate_session_id(session_id)
+    queryset = AgentSession.objects.all()
+    if for_update:
+        queryset = queryset.select_for_update()
+    try:
+        row = queryset.get(session_id=session_id)
+    except AgentSession.DoesNotExist:
+        raise SessionNotFound(f"Session {session_id} not found") from None
+    if provider is not None and row.provider != provider:
+        raise SessionNotFound(f"Session {session_id} not found in the {provider} provider (it is a {row.provider} session)")
+    return row
+
+
+def _lock_lineage() -> None:
+    lock, _ = LineageLock.objects.get_or_create(name="lineage")
+    LineageLock.objects.select_for_update().get(pk=lock.pk)
+
+
+def create_row(
+    *,
+    provider: str,
+    session_id: str | None,
+    cwd: str | None,
+    agent_id: int | None,
+    user_id: str | None,
+    title: str | None,
+    parent_session_id: str | None,
+    metadata: dict[str, Any] | None,
+    session_file: str = "",
+    header: dict[str, Any] | None = None,
+) -> AgentSession:
+    """Insert the meta row (inside the caller's transaction or its own)."""
+    session_id = validate_session_id(session_id) if session_id is not None else new_session_id()
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidEntry("metadata must be a JSON object")
+    with transaction.atomic():
+        _lock_lineage()
+        if AgentSession.objects.filter(session_id=session_id).exists():
+            raise SessionAlreadyExists(f"Session {session_id} already exists")
+        parent = resolve_parent(parent_session_id)
+        row = AgentSession(
+            session_id=session_id,
+            provider=provider,
+            cwd=cwd or "",
+            agent_id=agent_id,
+            user_id=user_id,
+            title=title,
+            parent_session_id=parent_session_id,
+            parent=parent,
+            metadata=metadata or {},
+            session_file=session_file,
+            header=header or {},
+        )
+        try:
+            row.save()
+        except IntegrityError as exc:
+            raise SessionAlreadyExists(f"Session {session_id} already exists") from exc
+    return row
+
+
+def resolve_parent(parent_session_id: str | None) -> AgentSession | None:
+    """The lineage parent for a header's ``parentSession``: a session id, or a
+    Pi file path whose file name ends in the session id."""
+    if not parent_session_id:
+        return None
+    parent = AgentSession.objects.filter(session_id=parent_session_id).first()
+    if parent is None:
+        stem = parent_session_id.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".jsonl")
+        candidate = stem.rsplit("_", 1)[-1]
+        parent = AgentSession.objects.filter(session_id=candidate).first()
+    return parent
+
+
+def update_row_fields(row: AgentSession, fields: dict[str, Any]) -> AgentSession:
+    unknown = set(fields) - UPDATABLE_FIELDS
+    if unknown:
+        raise InvalidEntry(f"Cannot update session field(s): {', '.join(sorted(unknown))}")
+    if "status" in fields and fields["status"] not in STATUSES:
+        raise InvalidEntry(f"Invalid status {fields['status']!r}: use one of {', '.join(sorted(STATUSES))}")
+    if "metadata" in fields and not isinstance(fields["metadata"], dict):
+        raise InvalidEntry("metadata must be a JSON object")
+    for name, value in fields.items():
+        if name in {"cwd"}:
+            value = value or ""
+        setattr(row, name, value)
+    row.save(update_fields=[*fields.keys(), "updated_at"])
+    return row
+
+
+def set_leaf(row: AgentSession, leaf_entry_id: str | None, *, appended: int = 0, root_entry_id: str | None = None) -> None:
+    """Move the leaf (and count appended entries) with one UPDATE."""
+    changes: dict[str, Any] = {"leaf_entry_id": leaf_entry_id}
+    if appended:
+        changes["entry_count"] = F("entry_count") + appended
+    if root_entry_id is not None and row.root_entry_id is None:
+        changes["root_entry_id"] = root_entry_id
+        row.root_entry_id = root_entry_id
+    changes["updated_at"] = timezone.now()
+    AgentSession.objects.filter(pk=row.pk).update(**changes)
+    row.leaf_entry_id = leaf_entry_id
+    row.updated_at = changes["updated_at"]
+    if appended:
+        row.entry_count += appended

@@ -1,0 +1,372 @@
+"""The provider contract: every case runs against every provider.
+
+Ported from the plan's ``runSessionTreeProviderContract`` and extended with
+the bad-input and branching rules of DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sessiontree.core.context_builder import build_session_context
+from sessiontree.providers.base import (
+    EntryNotFound,
+    ImmutableEntry,
+    InvalidEntry,
+    InvalidSessionId,
+    LeafConflict,
+    SessionAlreadyExists,
+    SessionNotFound,
+    SessionTreeProvider,
+)
+from sessiontree.core.errors import SessionClosed
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+def assistant(text, model="m-1"):
+    return {"role": "assistant", "content": [{"type": "text", "text": text}], "provider": "p", "model": model}
+
+
+def ids(entries):
+    return [e["id"] for e in entries]
+
+
+def test_implements_protocol(provider):
+    assert isinstance(provider, SessionTreeProvider)
+
+
+def test_creates_session_appends_messages_and_advances_leaf(provider):
+    session = provider.create_session(session_id="s1", cwd="C:/workspace")
+    assert session["session_id"] == "s1"
+    assert session["leaf_entry_id"] is None and session["root_entry_id"] is None
+    assert session["provider"] == provider.kind
+    assert session["status"] == "active"
+    u = provider.append_message("s1", user("hello"))
+    a = provider.append_message("s1", assistant("hi"))
+    assert u["parentId"] is None and a["parentId"] == u["id"]
+    assert len(u["id"]) == 8 and u["timestamp"].endswith("Z")
+    got = provider.get_session("s1")
+    assert got["leaf_entry_id"] == a["id"]
+    assert got["root_entry_id"] == u["id"]
+    assert got["cwd"] == "C:/workspace"
+    assert ids(provider.get_active_path("s1")) == [u["id"], a["id"]]
+    assert provider.list_entries("s1") == [u, a]
+
+
+def test_generated_session_id_is_uuid7(provider):
+    session = provider.create_session()
+    assert len(session["session_id"]) == 36 and session["session_id"][14] == "7"
+
+
+def test_branches_without_deleting_sibling_history(provider):
+    provider.create_session(session_id="s1")
+    root = provider.append_message("s1", user("root"))
+    branch_a = provider.append_message("s1", assistant("a"))
+    provider.switch_leaf("s1", root["id"])
+    branch_b = provider.append_message("s1", assistant("b"))
+    assert sorted(ids(provider.list_entries("s1"))) == sorted([root["id"], branch_a["id"], branch_b["id"]])
+    assert ids(provider.get_active_path("s1")) == [root["id"], branch_b["id"]]
+    assert ids(provider.get_active_path("s1", branch_a["id"])) == [root["id"], branch_a["id"]]
+    assert provider.get_active_path("s1", None) == []
+
+
+def test_branch_summary_compaction_labels_and_reset_leaf(provider):
+    provider.create_session(session_id="s1")
+    root = provider.append_message("s1", user("root"))
+    provider.append_label_change("s1", root["id"], "入口")
+    kept = provider.append_message("s1", user("kept"))
+    compaction = provider.append_compaction("s1", summary="summary", first_kept_entry_id=kept["id"], tokens_before=1000)
+    assert compaction["type"] == "compaction" and compaction["firstKeptEntryId"] == kept["id"]
+    assert compaction["tokensBefore"] == 1000
+    summary = provider.append_branch_summary("s1", branch_from_entry_id=root["id"], summary="branch summary")
+    assert summary["type"] == "branch_summary"
+    assert summary["parentId"] == root["id"] and summary["fromId"] == root["id"]
+    assert provider.get_session("s1")["leaf_entry_id"] == summary["id"]
+    provider.reset_leaf("s1")
+    assert provider.get_session("s1")["leaf_entry_id"] is None
+    new_root = provider.append_message("s1", user("new root"))
+    assert new_root["parentId"] is None
+    snapshot = provider.get_snapshot("s1")
+    assert snapshot["labels_by_entry_id"][root["id"]]["label"] == "入口"
+    assert snapshot["active_path"] == [new_root["id"]]
+    assert snapshot["children_by_parent_id"]["root"] == [root["id"], new_root["id"]]
+    # the first root stays the session's root
+    assert provider.get_session("s1")["root_entry_id"] == root["id"]
+
+
+def test_branch_summary_from_the_root(provider):
+    provider.create_session(session_id="s1")
+    provider.append_message("s1", user("a"))
+    summary = provider.append_branch_summary("s1", branch_from_entry_id=None, summary="abandoned")
+    assert summary["parentId"] is None and summary["fromId"] == "root"
+    context = provider.build_context("s1")
+    assert [m["role"] for m in context["messages"]] == ["branchSummary"]
+
+
+def test_typed_appends_have_pi_shapes(provider):
+    provider.create_session(session_id="s1")
+    u = provider.append_message("s1", user("x"))
+    t = provider.append_thinking_level_change("s1", "high")
+    m = provider.append_model_change("s1", "openai", "gpt-x")
+    c = provider.append_custom_entry("s1", "ext", {"k": 1})
+    cm = provider.append_custom_message("s1", "note", "shown", display=False, details={"d": 1})
+    info = provider.append_session_info("s1", "My session")
+    label = provider.append_label_change("s1", u["id"], "start")
+    cleared = provider.append_label_change("s1", u["id"], None)
+    assert t["thinkingLevel"] == "high" and t["type"] == "thinking_level_change"
+    assert (m["provider"], m["modelId"]) == ("openai", "gpt-x")
+    assert c["customType"] == "ext" and c["data"] == {"k": 1}
+    assert cm["content"] == "shown" and cm["display"] is False and cm["details"] == {"d": 1}
+    assert info["name"] == "My session"
+    assert label["targetId"] == u["id"] and label["label"] == "start"
+    assert "label" not in cleared  # Pi writes a cleared label as an absent key
+    assert provider.get_snapshot("s1")["labels_by_entry_id"] == {}
+    # the target entry is never modified
+    assert provider.get_entry("s1", u["id"]) == u
+    context = provider.build_context("s1")
+    assert context["thinking_level"] == "high"
+    assert context["model"] == {"provider": "openai", "modelId": "gpt-x"}
+    assert [msg["role"] for msg in context["messages"]] == ["user", "custom"]
+    assert context["source_entry_ids"] == [u["id"], cm["id"]]
+
+
+def test_context_matches_the_kernel(provider):
+    provider.create_session(session_id="s1")
+    first = provider.append_message("s1", user("one"))
+    provider.append_message("s1", assistant("two"))
+    kept = provider.append_message("s1", user("three"))
+    provider.append_compaction("s1", summary="S", first_kept_entry_id=kept["id"], tokens_before=5)
+    provider.append_message("s1", assistant("four"))
+    provider.switch_leaf("s1", first["id"])
+    provider.append_message("s1", assistant("other"))
+    entries = provider.list_entries("s1")
+    for leaf in ids(entries):
+        assert provider.build_context("s1", leaf) == build_session_context(entries, leaf)
+    assert provider.build_context("s1") == build_session_context(entries, provider.get_session("s1")["leaf_entry_id"])
+    assert provider.build_context("s1", None)["messages"] == []
+
+
+def test_unknown_fields_and_unicode_survive(provider):
+    provider.create_session(session_id="s1")
+    message = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "héllo 🌳 世界"}, {"type": "toolCall", "id": "t1", "name": "read", "arguments": {"path": "a"}}],
+        "provider": "anthropic",
+        "model": "claude",
+        "usage": {"input": 3, "output": 5, "cost": {"total": 0.0001}},
+        "stopReason": "toolUse",
+        "timestamp": 1763681630793,
+        "futureField": {"nested": [1, 2.5, None, True]},
+    }
+    entry = provider.append_entry("s1", {"type": "message", "message": message, "sourceRuntime": "pi-0.58", "x-extra": [1]})
+    (stored,) = provider.list_entries("s1")
+    assert stored == entry
+    assert stored["message"] == message
+    assert stored["sourceRuntime"] == "pi-0.58" and stored["x-extra"] == [1]
+
+
+def test_explicit_id_and_timestamp_are_kept(provider):
+    provider.create_session(session_id="s1")
+    entry = provider.append_entry(
+        "s1", {"type": "message", "id": "abcd1234", "timestamp": "2026-04-19T00:00:00.000Z", "message": user("x")}
+    )
+    assert entry["id"] == "abcd1234" and entry["timestamp"] == "2026-04-19T00:00:00.000Z"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not a dict",
+        {"type": "nonsense"},
+        {"type": "message"},
+        {"type": "message", "message": {"content": "no role"}},
+        {"type": "thinking_level_change"},
+        {"type": "model_change", "provider": "p"},
+        {"type": "compaction", "summary": "s", "tokensBefore": 1},
+        {"type": "compaction", "summary": "s", "firstKeptEntryId": "root0001", "tokensBefore": -1},
+        {"type": "custom"},
+        {"type": "custom_message", "customType": "x", "content": 5, "display": True},
+        {"type": "label"},
+        {"type": "message", "message": user("x"), "timestamp": 12},
+        {"type": "message", "message": user("x"), "id": ""},
+        {"type": "message", "message": user("x"), "parentId": "elsewhere"},
+    ],
+)
+def test_bad_entries_are_refused_and_nothing_changes(provider, bad):
+    provider.create_session(session_id="s1")
+    provider.append_entry("s1", {"type": "message", "id": "root0001", "message": user("x")})
+    before = (provider.list_entries("s1"), provider.get_session("s1")["leaf_entry_id"])
+    with pytest.raises(InvalidEntry):
+        provider.append_entry("s1", bad)
+    assert (provider.list_entries("s1"), provider.get_session("s1")["leaf_entry_id"]) == before
+
+
+def test_references_to_missing_entries_are_refused(provider):
+    provider.create_session(session_id="s1")
+    u = provider.append_message("s1", user("x"))
+    with pytest.raises(EntryNotFound, match="nope"):
+        provider.append_label_change("s1", "nope", "l")
+    with pytest.raises(EntryNotFound, match="gone"):
+        provider.append_compaction("s1", summary="s", first_kept_entry_id="gone", tokens_before=1)
+    with pytest.raises(EntryNotFound, match="missing"):
+        provider.switch_leaf("s1", "missing")
+    with pytest.raises(EntryNotFound):
+        provider.append_branch_summary("s1", branch_from_entry_id="missing", summary="s")
+    with pytest.raises(EntryNotFound):
+        provider.get_entry("s1", "missing")
+    with pytest.raises(EntryNotFound):
+        provider.get_active_path("s1", "missing")
+    with pytest.raises(EntryNotFound):
+        provider.create_branched_session("s1", "missing")
+    assert provider.list_entries("s1") == [u]
+    assert provider.get_session("s1")["leaf_entry_id"] == u["id"]
+
+
+def test_duplicate_entry_id_is_refused(provider):
+    provider.create_session(session_id="s1")
+    first = provider.append_entry("s1", {"type": "message", "id": "dup00001", "message": user("x")})
+    with pytest.raises(InvalidEntry, match="dup00001"):
+        provider.append_entry("s1", {"type": "message", "id": "dup00001", "message": user("y")})
+    assert provider.list_entries("s1") == [first]
+
+
+def test_unknown_and_malicious_sessions(provider):
+    assert provider.get_session("nope") is None
+    with pytest.raises(SessionNotFound):
+        provider.append_message("nope", user("x"))
+    with pytest.raises(SessionNotFound):
+        provider.list_entries("nope")
+    with pytest.raises(SessionNotFound):
+        provider.switch_leaf("nope", "x")
+    with pytest.raises(SessionNotFound):
+        provider.get_snapshot("nope")
+    for bad_id in ["../../etc/passwd", "a/b", "..", "", "x" * 65, "a\x00b", ".hidden", "a\\b"]:
+        with pytest.raises(InvalidSessionId):
+            provider.create_session(session_id=bad_id)
+        with pytest.raises(InvalidSessionId):
+            provider.get_session(bad_id)
+        with pytest.raises(InvalidSessionId):
+            provider.append_message(bad_id, user("x"))
+
+
+def test_session_id_is_unique(provider):
+    provider.create_session(session_id="s1")
+    provider.append_message("s1", user("keep me"))
+    with pytest.raises(SessionAlreadyExists):
+        provider.create_session(session_id="s1")
+    assert [e["message"]["content"] for e in provider.list_entries("s1")] == ["keep me"]
+
+
+def test_expected_leaf_guards_appends(provider):
+    provider.create_session(session_id="s1")
+    a = provider.append_message("s1", user("a"), expected_leaf_id=None)
+    b = provider.append_message("s1", user("b"), expected_leaf_id=a["id"])
+    with pytest.raises(LeafConflict):
+        provider.append_message("s1", user("c"), expected_leaf_id=a["id"])
+    with pytest.raises(LeafConflict):
+        provider.append_message("s1", user("c"), expected_leaf_id=None)
+    assert ids(provider.list_entries("s1")) == [a["id"], b["id"]]
+
+
+def test_in_flight_entries(provider):
+    provider.create_session(session_id="s1")
+    u = provider.append_message("s1", user("q"))
+    streaming = provider.begin_in_flight_entry("s1", {"type": "message", "message": {"role": "assistant", "content": ""}})
+    assert streaming["parentId"] == u["id"]
+    assert provider.get_session("s1")["leaf_entry_id"] == streaming["id"]
+    with pytest.raises(LeafConflict):
+        provider.append_message("s1", user("too early"))
+    with pytest.raises(LeafConflict):
+        provider.switch_leaf("s1", u["id"])
+    partial = provider.update_in_flight_entry("s1", streaming["id"], {"message": {"role": "assistant", "content": "Hel"}})
+    assert partial["message"]["content"] == "Hel"
+    assert provider.list_entries("s1")[-1]["message"]["content"] == "Hel"
+    with pytest.raises(InvalidEntry):
+        provider.update_in_flight_entry("s1", streaming["id"], {"parentId": None})
+    with pytest.raises(InvalidEntry):
+        provider.update_in_flight_entry("s1", streaming["id"], {"message": "not an object"})
+    done = provider.update_in_flight_entry(
+        "s1", streaming["id"], {"message": {"role": "assistant", "content": "Hello"}}, complete=True
+    )
+    assert done["message"]["content"] == "Hello"
+    assert provider.list_entries("s1") == [u, done]
+    with pytest.raises(ImmutableEntry):
+        provider.update_in_flight_entry("s1", streaming["id"], {"message": {"role": "assistant", "content": "x"}})
+    with pytest.raises(ImmutableEntry):
+        provider.update_in_flight_entry("s1", u["id"], {"message": user("rewrite")})
+    with pytest.raises(EntryNotFound):
+        provider.update_in_flight_entry("s1", "nope", {})
+    after = provider.append_message("s1", user("next"))
+    assert after["parentId"] == done["id"]
+    assert provider.get_entry("s1", u["id"]) == u
+
+
+def test_create_branched_session_copies_the_path_and_labels(provider):
+    provider.create_session(session_id="src", cwd="/w")
+    a = provider.append_message("src", user("a"))
+    provider.append_label_change("src", a["id"], "start")  # a label ON the path
+    b = provider.append_message("src", assistant("b"))  # child of the label entry
+    c = provider.append_message("src", user("c"))
+    provider.append_label_change("src", c["id"], "decision")
+    d = provider.append_message("src", assistant("d"))
+    source_context_at_c = provider.build_context("src", c["id"])
+    fork = provider.create_branched_session("src", c["id"], new_session_id="fork1")
+    assert fork["session_id"] == "fork1" and fork["parent_session_id"] == "src"
+    assert fork["cwd"] == "/w"
+    entries = provider.list_entries("fork1")
+    non_labels = [e for e in entries if e["type"] != "label"]
+    assert ids(non_labels) == [a["id"], b["id"], c["id"]]
+    assert d["id"] not in ids(entries)
+    # b followed the dropped label entry: it is re-attached to a, not orphaned
+    assert non_labels[1]["parentId"] == a["id"]
+    labels = provider.get_snapshot("fork1")["labels_by_entry_id"]
+    assert {k: v["label"] for k, v in labels.items()} == {a["id"]: "start", c["id"]: "decision"}
+    assert fork["leaf_entry_id"] == entries[-1]["id"]
+    fork_context = provider.build_context("fork1")
+    assert fork_context["messages"] == source_context_at_c["messages"]
+    # later writes only in the fork; the source is unchanged
+    source_before = provider.list_entries("src")
+    provider.append_message("fork1", user("only in fork"))
+    assert provider.list_entries("src") == source_before
+    empty = provider.create_branched_session("src", None)
+    assert provider.list_entries(empty["session_id"]) == []
+    assert empty["parent_session_id"] == "src"
+
+
+def test_snapshot(provider):
+    provider.create_session(session_id="s1")
+    a = provider.append_message("s1", user("a"))
+    b = provider.append_message("s1", assistant("b"))
+    provider.switch_leaf("s1", a["id"])
+    c = provider.append_message("s1", assistant("c"))
+    snapshot = provider.get_snapshot("s1")
+    assert snapshot["session"]["leaf_entry_id"] == c["id"]
+    assert snapshot["entries"] == [a, b, c]
+    assert snapshot["active_path"] == [a["id"], c["id"]]
+    assert snapshot["children_by_parent_id"] == {"root": [a["id"]], a["id"]: [b["id"], c["id"]]}
+    assert snapshot["runtime_context"] == provider.build_context("s1")
+
+
+def test_update_and_delete(provider):
+    provider.create_session(session_id="s1", title="t")
+    u = provider.append_message("s1", user("x"))
+    updated = provider.update_session("s1", title="New", metadata={"k": "v"}, status="archived")
+    assert (updated["title"], updated["metadata"], updated["status"]) == ("New", {"k": "v"}, "archived")
+    with pytest.raises(InvalidEntry):
+        provider.update_session("s1", leaf_entry_id="x")
+    with pytest.raises(InvalidEntry):
+        provider.update_session("s1", status="gone")
+    provider.delete_session("s1")
+    assert provider.get_session("s1")["status"] == "deleted"
+    with pytest.raises(SessionClosed):
+        provider.append_message("s1", user("y"))
+    assert provider.list_entries("s1") == [u]  # soft delete keeps everything
+    provider.update_session("s1", status="active")
+    provider.append_message("s1", user("y"))
+    provider.delete_session("s1", hard=True)
+    assert provider.get_session("s1") is None
+    with pytest.raises(SessionNotFound):
+        provider.delete_session("s1")
