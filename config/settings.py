@@ -9,6 +9,7 @@ utf8mb4 so that every Unicode message survives.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -72,6 +73,13 @@ def database_from_env() -> dict:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.environ.get("SQLITE_PATH", str(VAR_DIR / "db.sqlite3")),
             "OPTIONS": {"timeout": 20},
+            # A file, not Django's shared in-memory database: that one answers
+            # "table is locked" at once instead of waiting, so tests with
+            # concurrent writers could not run on it. One file per process.
+            "TEST": {
+                "NAME": os.environ.get("TEST_DATABASE_NAME")
+                or os.path.join(tempfile.gettempdir(), f"sessiontree-test-{os.getpid()}.sqlite3")
+            },
         }
     config = dj_database_url.parse(url, conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "0")))
     if config["ENGINE"] == "django.db.backends.mysql":

@@ -1,0 +1,179 @@
+"""What only the file provider promises: Pi's JSONL protocol on disk."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import orjson
+import pytest
+from django.db import connections
+
+from sessiontree.core.errors import CorruptSessionTree, InvalidSessionId, SessionAlreadyExists
+from sessiontree.core.path import get_path_to_leaf
+from sessiontree.core.pi_session_file import serialize_line
+from sessiontree.providers.file_provider import FileSessionTreeProvider, clear_index_cache
+
+
+@pytest.fixture
+def provider(db, tmp_path):
+    clear_index_cache()
+    return FileSessionTreeProvider(root=tmp_path / "sessions")
+
+
+def read_lines(path):
+    return [orjson.loads(line) for line in open(path, "rb").read().splitlines() if line.strip()]
+
+
+def test_one_jsonl_file_with_the_header_first(provider):
+    session = provider.create_session(session_id="s1", cwd="C:/workspace")
+    provider.append_message("s1", {"role": "user", "content": "hello"})
+    lines = read_lines(session["session_file"])
+    assert lines[0]["type"] == "session" and lines[0]["version"] == 3
+    assert lines[0]["id"] == "s1" and lines[0]["cwd"] == "C:/workspace"
+    assert lines[1]["type"] == "message" and lines[1]["parentId"] is None
+    assert sorted(os.listdir(provider.root)) == ["s1.jsonl"]  # never a second file
+
+
+def test_an_append_adds_exactly_one_line_and_rewrites_nothing(provider):
+    session = provider.create_session(session_id="s1")
+    for i in range(5):
+        provider.append_message("s1", {"role": "user", "content": f"m{i}"})
+    path = session["session_file"]
+    before = open(path, "rb").read()
+    inode = os.stat(path).st_ino
+    entry = provider.append_message("s1", {"role": "user", "content": "last"})
+    after = open(path, "rb").read()
+    assert after.startswith(before)
+    assert after[len(before) :] == serialize_line(entry)
+    assert os.stat(path).st_ino == inode
+
+
+def test_a_torn_last_line_never_swallows_the_next_entry(provider):
+    session = provider.create_session(session_id="s1")
+    first = provider.append_message("s1", {"role": "user", "content": "first"})
+    with open(session["session_file"], "ab") as f:
+        f.write(b'{"type":"message","id":"torn0001","parentId":')  # a writer died here
+    clear_index_cache()
+    assert provider.list_entries("s1") == [first]
+    second = provider.append_message("s1", {"role": "user", "content": "second"})
+    clear_index_cache()
+    assert provider.list_entries("s1") == [first, second]
+    assert second["parentId"] == first["id"]
+
+
+def test_appends_from_elsewhere_are_read_from_the_tail(provider):
+    session = provider.create_session(session_id="s1")
+    a = provider.append_message("s1", {"role": "user", "content": "a"})
+    assert provider.list_entries("s1") == [a]  # cached now
+    foreign = {"type": "custom", "id": "ext00001", "parentId": a["id"], "timestamp": "2026-01-01T00:00:00.000Z", "customType": "x"}
+    with open(session["session_file"], "ab") as f:
+        f.write(serialize_line(foreign))
+    assert provider.list_entries("s1") == [a, foreign]
+    b = provider.append_message("s1", {"role": "user", "content": "b"})  # no duplicate id, leaf from meta
+    assert b["parentId"] == a["id"]
+
+
+def test_v1_pi_file_is_migrated_once_and_ids_stay_stable(provider):
+    path = provider.root / "pi1.jsonl"
+    lines = [
+        {"type": "session", "id": "pi1", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/w", "provider": "anthropic"},
+        {"type": "message", "timestamp": "2025-01-01T00:00:01.000Z", "message": {"role": "user", "content": "a"}},
+        {"type": "message", "timestamp": "2025-01-01T00:00:02.000Z", "message": {"role": "hookMessage", "content": "h"}},
+        {"type": "compaction", "timestamp": "2025-01-01T00:00:03.000Z", "summary": "s", "firstKeptEntryIndex": 2, "tokensBefore": 9},
+    ]
+    path.write_bytes(b"".join(serialize_line(x) for x in lines))
+    session = provider.register_existing_file("pi1")
+    entries = provider.list_entries("pi1")
+    assert [e["type"] for e in entries] == ["message", "message", "compaction"]
+    assert entries[1]["message"]["role"] == "custom"
+    assert entries[2]["firstKeptEntryId"] == entries[1]["id"]
+    assert session["leaf_entry_id"] == entries[-1]["id"]
+    assert get_path_to_leaf(entries, entries[-1]["id"]) == entries
+    header = read_lines(path)[0]
+    assert header["version"] == 3 and header["provider"] == "anthropic"
+    clear_index_cache()
+    assert provider.list_entries("pi1") == entries  # rewritten once: same ids after a reload
+
+
+def test_a_file_without_header_is_not_a_session(provider):
+    (provider.root / "bad.jsonl").write_bytes(b'{"type":"message","id":"x"}\n')
+    with pytest.raises(CorruptSessionTree, match="not a Pi session file"):
+        provider.register_existing_file("bad")
+    assert (provider.root / "bad.jsonl").read_bytes() == b'{"type":"message","id":"x"}\n'
+
+
+def test_duplicate_ids_in_a_file_are_reported_not_merged(provider):
+    session = provider.create_session(session_id="s1")
+    a = provider.append_message("s1", {"role": "user", "content": "a"})
+    with open(session["session_file"], "ab") as f:
+        f.write(serialize_line({**a, "message": {"role": "user", "content": "evil twin"}}))
+    clear_index_cache()
+    with pytest.raises(CorruptSessionTree, match=a["id"]):
+        provider.list_entries("s1")
+
+
+def test_existing_file_blocks_creation(provider):
+    (provider.root / "taken.jsonl").write_bytes(b"precious\n")
+    with pytest.raises(SessionAlreadyExists):
+        provider.create_session(session_id="taken")
+    assert (provider.root / "taken.jsonl").read_bytes() == b"precious\n"
+
+
+def test_path_traversal_is_impossible(provider, tmp_path):
+    with pytest.raises(InvalidSessionId):
+        provider.path_for("../../etc/passwd")
+    with pytest.raises(InvalidSessionId):
+        provider.create_session(session_id="../outside")
+    assert not (tmp_path / "outside.jsonl").exists()
+    assert provider.path_for("ok-id_1.2").parent == provider.root.resolve()
+
+
+def test_in_flight_entry_stays_out_of_the_file_until_completed(provider):
+    session = provider.create_session(session_id="s1")
+    provider.append_message("s1", {"role": "user", "content": "q"})
+    size = os.path.getsize(session["session_file"])
+    streaming = provider.begin_in_flight_entry("s1", {"type": "message", "message": {"role": "assistant", "content": ""}})
+    for part in ["a", "ab", "abc"]:
+        provider.update_in_flight_entry("s1", streaming["id"], {"message": {"role": "assistant", "content": part}})
+    assert os.path.getsize(session["session_file"]) == size
+    provider.update_in_flight_entry("s1", streaming["id"], {}, complete=True)
+    last = read_lines(session["session_file"])[-1]
+    assert last["id"] == streaming["id"] and last["message"]["content"] == "abc"
+
+
+def test_fsync_setting(provider, settings, tmp_path):
+    settings.SESSIONTREE_FSYNC = "always"
+    assert FileSessionTreeProvider(root=tmp_path / "x").fsync is True
+    settings.SESSIONTREE_FSYNC = "never"
+    assert FileSessionTreeProvider(root=tmp_path / "x").fsync is False
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_appends_form_one_chain(tmp_path):
+    clear_index_cache()
+    provider = FileSessionTreeProvider(root=tmp_path / "sessions")
+    provider.create_session(session_id="busy")
+    errors: list[BaseException] = []
+
+    def worker(n):
+        try:
+            for i in range(25):
+                provider.append_message("busy", {"role": "user", "content": f"{n}-{i}"})
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    clear_index_cache()
+    entries = provider.list_entries("busy")
+    assert len(entries) == 100
+    # serialized: every entry hangs from the one appended just before it
+    assert [e["parentId"] for e in entries] == [None] + [e["id"] for e in entries[:-1]]
+    assert provider.get_session("busy")["leaf_entry_id"] == entries[-1]["id"]
