@@ -1,0 +1,214 @@
+"""The OpenAI-compatible summarizer against a fake chat-completions server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from sessiontree.core.compaction import CompactionSettings, prepare_compaction
+from sessiontree.core.errors import SummarizerError
+from sessiontree.summarizers import OpenAICompatibleSummarizer, SummaryRequest, generate_compaction_summary
+from sessiontree.summarizers.prompts import SYSTEM_PROMPT
+
+Reply = tuple[int, bytes, float]  # status, body, delay before answering
+
+
+def completion(content: Any, finish_reason: str = "stop") -> bytes:
+    return json.dumps(
+        {
+            "id": "cmpl-1",
+            "object": "chat.completion",
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
+            ],
+        }
+    ).encode()
+
+
+@dataclass
+class FakeServer:
+    url: str
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    reply: Callable[[dict[str, Any]], Reply] = lambda body: (200, completion("SUMMARY"), 0.0)
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeServer]:
+    state = FakeServer(url="")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
+            status, payload, delay = state.reply(body)
+            if delay:
+                time.sleep(delay)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (timeout test)
+
+        def log_message(self, *args: Any) -> None:  # keep test output quiet
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def request(**overrides: Any) -> SummaryRequest:
+    fields: dict[str, Any] = {
+        "kind": "compaction",
+        "messages": [{"role": "user", "content": "please refactor parser.py"}],
+    }
+    fields.update(overrides)
+    return SummaryRequest(**fields)
+
+
+def test_success_sends_a_chat_completion_and_returns_the_text(fake_server) -> None:
+    fake_server.reply = lambda body: (200, completion("  ## Goal\n- refactor  \n"), 0.0)
+    summarizer = OpenAICompatibleSummarizer(base_url=fake_server.url + "/", model="tiny", api_key="sk-test", timeout=5)
+    text = summarizer.summarize(request(previous_summary="OLD SUMMARY", custom_instructions="the lexer"))
+    assert text == "## Goal\n- refactor"
+
+    (sent,) = fake_server.requests
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["headers"]["Authorization"] == "Bearer sk-test"
+    body = sent["body"]
+    assert body["model"] == "tiny"
+    assert body["stream"] is False
+    assert body["max_tokens"] == 13107  # Pi's cap for a compaction: 80% of the default reserve
+    system, user = body["messages"]
+    assert system == {"role": "system", "content": SYSTEM_PROMPT}
+    assert user["role"] == "user"
+    assert "<conversation>\n[User]: please refactor parser.py\n</conversation>" in user["content"]
+    assert "<previous-summary>\nOLD SUMMARY\n</previous-summary>" in user["content"]
+    assert user["content"].rstrip().endswith("Pay particular attention to: the lexer")
+
+
+def test_no_authorization_header_without_a_key(fake_server) -> None:
+    summarizer = OpenAICompatibleSummarizer(base_url=fake_server.url, model="tiny", timeout=5)
+    assert summarizer.summarize(request(kind="branch", max_tokens=77)) == "SUMMARY"
+    (sent,) = fake_server.requests
+    assert "Authorization" not in sent["headers"]
+    assert sent["body"]["max_tokens"] == 77
+
+
+def test_content_parts_are_joined(fake_server) -> None:
+    fake_server.reply = lambda body: (
+        200,
+        completion([{"type": "text", "text": "A"}, {"type": "text", "text": "B"}]),
+        0,
+    )
+    summarizer = OpenAICompatibleSummarizer(base_url=fake_server.url, model="tiny", timeout=5)
+    assert summarizer.summarize(request()) == "A\nB"
+
+
+def test_http_error_is_a_clear_summarizer_error(fake_server) -> None:
+    error_body = json.dumps({"error": {"message": "model 'tiny' is overloaded", "type": "server_error"}}).encode()
+    fake_server.reply = lambda body: (503, error_body, 0.0)
+    summarizer = OpenAICompatibleSummarizer(base_url=fake_server.url, model="tiny", api_key="sk-secret", timeout=5)
+    with pytest.raises(SummarizerError, match=r"HTTP 503: model 'tiny' is overloaded") as caught:
+        summarizer.summarize(request())
+    assert "sk-secret" not in str(caught.value)
+    assert caught.value.code == "summarizer_failed"
+
+
+def test_timeout_is_a_clear_summarizer_error(fake_server) -> None:
+    fake_server.reply = lambda body: (200, completion("late"), 1.5)
+    summarizer = OpenAICompatibleSummarizer(base_url=fake_server.url, model="tiny", timeout=0.2)
+    started = time.monotonic()
+    with pytest.raises(SummarizerError, match=r"timed out after 0.2s"):
+        summarizer.summarize(request())
+    assert time.monotonic() - started < 1.4
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"<html>not json</html>", r"malformed reply \(not JSON\)"),
+        (json.dumps({"choices": []}).encode(), r"malformed reply \(no choices\[0\].message.content\)"),
+        (json.dumps({"object": "error"}).encode(), "malformed reply"),
+        (json.dumps({"choices": [{"message": {"content": 42}}]}).encode(), "content is not text"),
+        (completion("   "), "returned an empty summary"),
+        (completion("half a summ", finish_reason="length"), "output limit"),
+    ],
+)
+def test_malformed_replies_are_clear_summarizer_errors(fake_server, payload, message) -> None:
+    fake_server.reply = lambda body: (200, payload, 0.0)
+    summarizer = OpenAICompatibleSummarizer(base_url=fake_server.url, model="tiny", timeout=5)
+    with pytest.raises(SummarizerError, match=message):
+        summarizer.summarize(request())
+
+
+def test_unreachable_server_is_a_clear_summarizer_error() -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago, nothing listens now
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    summarizer = OpenAICompatibleSummarizer(base_url=f"http://127.0.0.1:{port}/v1", model="tiny", timeout=2)
+    with pytest.raises(SummarizerError, match=rf"127.0.0.1:{port}/v1/chat/completions .* is unreachable"):
+        summarizer.summarize(request())
+
+
+def test_configuration_is_checked_and_the_key_never_shown() -> None:
+    with pytest.raises(SummarizerError, match="base URL"):
+        OpenAICompatibleSummarizer(base_url="", model="m")
+    with pytest.raises(SummarizerError, match="model"):
+        OpenAICompatibleSummarizer(base_url="http://127.0.0.1:1/v1", model="")
+    assert "sk-hidden" not in repr(OpenAICompatibleSummarizer(base_url="http://x/v1", model="m", api_key="sk-hidden"))
+
+
+def test_a_failed_split_turn_compaction_produces_no_summary(fake_server) -> None:
+    """The second call (the turn prefix) fails: nothing comes back for the caller to write."""
+
+    def reply(body: dict[str, Any]) -> Reply:
+        if "beginning of a single turn" in body["messages"][1]["content"]:
+            return 500, b'{"error": {"message": "prefix failed"}}', 0.0
+        return 200, completion("history ok"), 0.0
+
+    fake_server.reply = reply
+    path = [
+        {
+            "type": "message",
+            "id": f"e{i}",
+            "parentId": f"e{i - 1}" if i else None,
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": m,
+        }
+        for i, m in enumerate(
+            [
+                {"role": "user", "content": "earlier " * 50},
+                {"role": "assistant", "content": [{"type": "text", "text": "earlier reply " * 50}]},
+                {"role": "user", "content": "big task"},
+                {"role": "assistant", "content": [{"type": "text", "text": "step " * 400}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "last " * 100}]},
+            ]
+        )
+    ]
+    preparation = prepare_compaction(path, CompactionSettings(keep_recent_tokens=100))
+    assert preparation is not None and preparation.is_split_turn
+    summarizer = OpenAICompatibleSummarizer(base_url=fake_server.url, model="tiny", timeout=5)
+    with pytest.raises(SummarizerError, match="prefix failed"):
+        generate_compaction_summary(summarizer, preparation)
+    assert len(fake_server.requests) == 2
