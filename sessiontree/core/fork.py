@@ -23,15 +23,28 @@ def build_branched_entries(path: Sequence[Entry], labels: Mapping[str, LabelInfo
     copied: list[Entry] = []
     # label entry id → the id its children must hang from instead
     replacement_parent: dict[str, str | None] = {}
+    # A compaction keeping entries "from" a dropped label keeps from the next
+    # copied entry instead; otherwise the fork would lose the kept messages.
+    next_kept: dict[str, str] = {}
+    labels_awaiting_next: list[str] = []
     for entry in path:
         parent_id = entry.get("parentId")
         while parent_id is not None and parent_id in replacement_parent:
             parent_id = replacement_parent[parent_id]
         if entry.get("type") == "label":
             replacement_parent[entry["id"]] = parent_id
+            labels_awaiting_next.append(entry["id"])
             continue
+        for label_id in labels_awaiting_next:
+            next_kept[label_id] = entry["id"]
+        labels_awaiting_next.clear()
+        changes: Entry = {}
         if parent_id != entry.get("parentId"):
-            entry = {**entry, "parentId": parent_id}
+            changes["parentId"] = parent_id
+        if entry.get("type") == "compaction" and entry.get("firstKeptEntryId") in next_kept:
+            changes["firstKeptEntryId"] = next_kept[entry["firstKeptEntryId"]]
+        if changes:
+            entry = {**entry, **changes}
         copied.append(entry)
 
     kept_ids = {e["id"] for e in copied}

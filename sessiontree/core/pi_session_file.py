@@ -154,7 +154,8 @@ def serialize_file(file_entries: Iterable[FileEntry]) -> bytes:
 
 
 def append_lines(fd: int, lines: Iterable[bytes], *, fsync: bool = False) -> int:
-    """Append complete lines to an open descriptor (opened with ``O_APPEND``).
+    """Append complete lines to an open descriptor, opened ``O_RDWR | O_APPEND``
+    (readable too: the last byte is checked).
 
     If the file does not end in a newline — a writer died mid-line — start a
     new line first, so the torn fragment stays one malformed (skipped) line

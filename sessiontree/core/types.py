@@ -5,7 +5,8 @@ unchanged, so unknown fields survive). These TypedDicts document and type-check
 them; they add no runtime cost. ``total=False`` marks Pi's optional keys.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` here: under it Python 3.11 cannot see
+# ``NotRequired`` at run time and reports every key as required.
 
 from typing import Any, Literal, NotRequired, TypedDict, Union
 
@@ -163,7 +164,7 @@ class LabelInfo(TypedDict):
 
 class TreeNode(TypedDict):
     entry: Entry
-    children: list[TreeNode]
+    children: list["TreeNode"]
     label: str | None
 
 
