@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .errors import CorruptSessionTree, EntryNotFound
+from .pi_session_file import gc_paused
 from .types import Entry, LabelInfo, TreeNode
 
 
@@ -117,6 +118,11 @@ def build_tree(entries: Sequence[Entry], labels: Mapping[str, LabelInfo] | None 
     """
     if labels is None:
         labels = resolve_latest_labels(entries)
+    with gc_paused():
+        return _link_tree(entries, labels)
+
+
+def _link_tree(entries: Sequence[Entry], labels: Mapping[str, LabelInfo]) -> list[TreeNode]:
     nodes: dict[str, TreeNode] = {}
     for entry in entries:
         label = labels.get(entry["id"])

