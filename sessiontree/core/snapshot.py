@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .context_builder import build_context_from_path, walk_to_root
+from .errors import EntryNotFound
 from .path import build_entry_index, group_children_by_parent, resolve_latest_labels
 from .types import Entry, SessionSnapshot, SessionTreeSession
 
@@ -17,8 +18,12 @@ def build_snapshot(session: SessionTreeSession, entries: Sequence[Entry]) -> Ses
     labels and the LLM context at the leaf."""
     by_id = build_entry_index(entries)
     leaf_id = session["leaf_entry_id"]
-    leaf = by_id.get(leaf_id) if leaf_id is not None else None
-    path = walk_to_root(leaf, by_id) if leaf is not None else []
+    path: list[Entry] = []
+    if leaf_id is not None:
+        leaf = by_id.get(leaf_id)
+        if leaf is None:
+            raise EntryNotFound(f"Leaf entry {leaf_id} of session {session['session_id']} not found")
+        path = walk_to_root(leaf, by_id)
     children = {
         (ROOT_KEY if parent_id is None else parent_id): ids
         for parent_id, ids in group_children_by_parent(entries).items()

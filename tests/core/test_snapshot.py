@@ -141,3 +141,13 @@ def test_entries_are_a_copy_of_the_list_not_the_callers_list():
     snapshot = build_snapshot(session_meta("u2"), entries)
     entries.append(message("x", "u2", "user", "later"))
     assert len(snapshot["entries"]) == len(ENTRIES)
+
+
+def test_a_leaf_missing_from_the_entries_is_an_error():
+    import pytest
+
+    from sessiontree.core.errors import EntryNotFound
+
+    session = {"session_id": "s", "leaf_entry_id": "ghost"}
+    with pytest.raises(EntryNotFound, match="ghost"):
+        build_snapshot(session, [{"type": "message", "id": "a", "parentId": None, "timestamp": "", "message": {"role": "user"}}])
