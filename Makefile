@@ -1,0 +1,106 @@
+# Everyday targets. `make run` serves the admin with demo data; `make test`
+# runs every test on SQLite and then on MySQL/MariaDB.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.requirements.stamp
+
+MYSQL_HOST ?= 127.0.0.1
+MYSQL_PORT ?= 3306
+MYSQL_URL ?= mysql://root@$(MYSQL_HOST):$(MYSQL_PORT)/test
+MYSQL_WAIT_SECONDS ?= 60
+PYTEST_ARGS ?=
+
+.PHONY: help venv run migrate demo test test-sqlite test-mysql lint format bench mysql-up clean
+
+help:
+	@echo "make run          virtualenv, migrate, demo data, admin user, serve on http://127.0.0.1:8000/admin/"
+	@echo "make test         every test on SQLite, then on MySQL/MariaDB ($(MYSQL_URL))"
+	@echo "make test-sqlite  the SQLite leg only"
+	@echo "make test-mysql   the MySQL leg only (REQUIRE_MYSQL=1: fails if the server is unreachable)"
+	@echo "make lint         ruff check + ruff format --check"
+	@echo "make bench        the benchmarks in bench/"
+	@echo "make mysql-up     start the local MariaDB server if it is not answering"
+
+# Reinstall only when requirements.txt changed since the last install.
+$(STAMP): requirements.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+# SQLite cannot create the folder of its database file: make it first.
+migrate: venv
+	@mkdir -p "$${SESSIONTREE_VAR_DIR:-var}" $${SQLITE_PATH:+"$$(dirname "$$SQLITE_PATH")"}
+	$(BIN)/python manage.py migrate --noinput
+
+demo: migrate
+	$(BIN)/python manage.py load_demo
+
+run: demo
+	$(BIN)/python manage.py ensure_admin --username admin
+	$(BIN)/python manage.py runserver 127.0.0.1:8000
+
+# Both legs always run; the target fails if either failed. pytest's exit 5
+# (no tests collected) is a failure like any other.
+test: venv
+	@sqlite=0; mysql=0; \
+	$(MAKE) --no-print-directory test-sqlite || sqlite=$$?; \
+	$(MAKE) --no-print-directory test-mysql || mysql=$$?; \
+	echo "== test legs: sqlite $$([ $$sqlite = 0 ] && echo passed || echo FAILED)," \
+	     "mysql $$([ $$mysql = 0 ] && echo passed || echo FAILED)"; \
+	[ $$sqlite = 0 ] && [ $$mysql = 0 ]
+
+test-sqlite: venv
+	@echo "== test leg: SQLite (whole suite)"
+	env -u DATABASE_URL -u SESSIONTREE_DB_TESTS_ONLY REQUIRE_MYSQL=0 $(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The MySQL leg runs every database-backed test (the pure-kernel tests do not
+# touch a database and already ran on SQLite); MYSQL_FULL=1 runs everything.
+MYSQL_FULL ?= 0
+test-mysql: venv
+	@echo "== test leg: MySQL/MariaDB at $(MYSQL_URL) ($(if $(filter 1,$(MYSQL_FULL)),whole suite,database-backed tests))"
+	DATABASE_URL=$(MYSQL_URL) REQUIRE_MYSQL=1 SESSIONTREE_DB_TESTS_ONLY=$(if $(filter 1,$(MYSQL_FULL)),0,1) \
+		$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: venv
+	@shopt -s nullglob; scripts=(bench/*.py); \
+	if [ $${#scripts[@]} -eq 0 ]; then echo "no benchmarks in bench/"; exit 0; fi; \
+	for script in "$${scripts[@]}"; do \
+		echo "== $$script"; \
+		DJANGO_SETTINGS_MODULE=config.settings PYTHONPATH=. $(BIN)/python "$$script"; \
+	done
+
+# Ping with the MariaDB/MySQL admin client when installed, else a bare TCP connect.
+MYSQL_ADMIN := $(shell command -v mariadb-admin || command -v mysqladmin)
+define mysql_ping
+$(if $(MYSQL_ADMIN),$(MYSQL_ADMIN) --host=$(MYSQL_HOST) --port=$(MYSQL_PORT) --user=root --connect-timeout=2 ping,timeout 2 bash -c 'exec 3<>/dev/tcp/$(MYSQL_HOST)/$(MYSQL_PORT)') >/dev/null 2>&1
+endef
+
+mysql-up:
+	@if $(mysql_ping); then echo "MariaDB is answering on $(MYSQL_HOST):$(MYSQL_PORT)"; exit 0; fi; \
+	echo "starting MariaDB"; \
+	if id mysql >/dev/null 2>&1; then install -d -o mysql -g mysql /run/mysqld; fi; \
+	start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd -- --user=mysql; \
+	for _ in $$(seq 1 $(MYSQL_WAIT_SECONDS)); do \
+		if $(mysql_ping); then echo "MariaDB is answering on $(MYSQL_HOST):$(MYSQL_PORT)"; exit 0; fi; \
+		sleep 1; \
+	done; \
+	echo "MariaDB did not answer on $(MYSQL_HOST):$(MYSQL_PORT) within $(MYSQL_WAIT_SECONDS) s" >&2; exit 1
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
