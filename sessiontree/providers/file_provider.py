@@ -380,6 +380,7 @@ class FileSessionTreeProvider(TypedAppends):
         self._row(session_id)
         with self._open(session_id, exclusive=True) as (fd, index):
             row = self._row(session_id)
+            self._check_writable(row)
             in_flight = row.in_flight_entry
             if not in_flight or in_flight["id"] != entry_id:
                 if entry_id in index.by_id:
@@ -406,6 +407,7 @@ class FileSessionTreeProvider(TypedAppends):
         self._row(session_id)
         with self._open(session_id, exclusive=True) as (_fd, index):
             row = self._row(session_id)
+            self._check_writable(row)
             self._check_no_in_flight(row)
             if entry_id not in index.by_id:
                 raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
@@ -416,6 +418,7 @@ class FileSessionTreeProvider(TypedAppends):
         self._row(session_id)
         with self._open(session_id, exclusive=True) as (_fd, _index):
             row = self._row(session_id)
+            self._check_writable(row)
             self._check_no_in_flight(row)
             meta.set_leaf(row, None)
         return meta.to_session_dict(row)

@@ -363,6 +363,10 @@ def test_update_and_delete(provider):
     assert provider.get_session("s1")["status"] == "deleted"
     with pytest.raises(SessionClosed):
         provider.append_message("s1", user("y"))
+    with pytest.raises(SessionClosed):
+        provider.switch_leaf("s1", u["id"])
+    with pytest.raises(SessionClosed):
+        provider.reset_leaf("s1")
     assert provider.list_entries("s1") == [u]  # soft delete keeps everything
     provider.update_session("s1", status="active")
     provider.append_message("s1", user("y"))
