@@ -1,0 +1,164 @@
+"""The services with the real OpenAI-compatible summarizer, against a fake
+chat-completions server the test starts on 127.0.0.1: a good answer appends
+exactly one entry; every failure is a SummarizerError and leaves the session
+untouched."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from sessiontree.core.compaction import CompactionSettings
+from sessiontree.core.errors import SummarizerError
+from sessiontree.services import compact_session, navigate_tree
+from sessiontree.summarizers import OpenAICompatibleSummarizer
+
+from .session_builders import assistant, snapshot_state, user, words
+
+Reply = tuple[int, bytes, float]  # status, body, seconds to wait before answering
+
+
+def completion(content: str) -> bytes:
+    return json.dumps(
+        {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
+    ).encode()
+
+
+@dataclass
+class FakeOpenAI:
+    url: str = ""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    reply: Callable[[dict[str, Any]], Reply] = lambda body: (200, completion("## Goal\n- ship it"), 0.0)
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    state = FakeOpenAI()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = json.loads(self.rfile.read(length) or b"{}")
+            state.requests.append({"path": self.path, "body": body})
+            status, payload, delay = state.reply(body)
+            if delay:
+                time.sleep(delay)
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client already gave up (timeout case)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        yield state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def http_summarizer(fake: FakeOpenAI, timeout: float = 5.0) -> OpenAICompatibleSummarizer:
+    return OpenAICompatibleSummarizer(base_url=fake.url, model="tiny-model", timeout=timeout)
+
+
+@pytest.fixture
+def session(provider):
+    provider.create_session(session_id="s1")
+    for n in range(3):
+        provider.append_message("s1", user(f"request {n} " + words(100)))
+        provider.append_message("s1", assistant(f"answer {n} " + words(100)))
+    return provider
+
+
+SETTINGS = CompactionSettings(keep_recent_tokens=200)
+
+
+def test_success_appends_one_compaction(session, fake_openai):
+    before = session.list_entries("s1")
+    entry = compact_session(session, "s1", summarizer=http_summarizer(fake_openai), settings=SETTINGS)
+    assert entry["type"] == "compaction"
+    assert entry["summary"] == "## Goal\n- ship it"
+    after = session.list_entries("s1")
+    assert after == [*before, entry]
+    assert session.get_session("s1")["leaf_entry_id"] == entry["id"]
+
+    (sent,) = fake_openai.requests
+    assert sent["path"] == "/v1/chat/completions"
+    assert sent["body"]["model"] == "tiny-model"
+    prompt = sent["body"]["messages"][-1]["content"]
+    assert "[User]: request 0" in prompt and "[User]: request 2" not in prompt  # the last turn is kept, not summarized
+
+
+def test_success_appends_one_branch_summary(session, fake_openai):
+    entries = session.list_entries("s1")
+    target = entries[1]  # the first answer: the later turns are left behind
+    result = navigate_tree(session, "s1", target["id"], summarize=True, summarizer=http_summarizer(fake_openai))
+    assert result["summary_entry"]["summary"].endswith("## Goal\n- ship it")
+    assert session.list_entries("s1") == [*entries, result["summary_entry"]]
+
+
+FAILURES = {
+    "http_error": (
+        lambda body: (500, b'{"error": {"message": "model overloaded"}}', 0.0),
+        5.0,
+        "HTTP 500: model overloaded",
+    ),
+    "timeout": (lambda body: (200, completion("late"), 1.5), 0.3, "timed out after 0.3s"),
+    "malformed": (lambda body: (200, b"<html>not json</html>", 0.0), 5.0, "malformed reply"),
+    "no_choices": (lambda body: (200, b'{"choices": []}', 0.0), 5.0, r"malformed reply \(no choices"),
+}
+
+
+@pytest.mark.parametrize("failure", sorted(FAILURES))
+def test_failed_compaction_appends_nothing_and_keeps_the_leaf(session, fake_openai, failure):
+    reply, timeout, message = FAILURES[failure]
+    fake_openai.reply = reply
+    before = snapshot_state(session, "s1")
+    with pytest.raises(SummarizerError, match=message):
+        compact_session(session, "s1", summarizer=http_summarizer(fake_openai, timeout), settings=SETTINGS)
+    assert len(fake_openai.requests) == 1
+    assert snapshot_state(session, "s1") == before
+
+
+@pytest.mark.parametrize("failure", ["http_error", "malformed"])
+def test_failed_branch_summary_appends_nothing_and_keeps_the_leaf(session, fake_openai, failure):
+    reply, timeout, message = FAILURES[failure]
+    fake_openai.reply = reply
+    before = snapshot_state(session, "s1")
+    target = before[0][1]
+    with pytest.raises(SummarizerError, match=message):
+        navigate_tree(
+            session, "s1", target["id"], summarize=True, summarizer=http_summarizer(fake_openai, timeout), label="x"
+        )
+    assert snapshot_state(session, "s1") == before
+
+
+def test_unreachable_server_appends_nothing(session):
+    # A port nothing listens on: bind one, note it, close it.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    summarizer = OpenAICompatibleSummarizer(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout=2)
+    before = snapshot_state(session, "s1")
+    with pytest.raises(SummarizerError, match="unreachable"):
+        compact_session(session, "s1", summarizer=summarizer, settings=SETTINGS)
+    assert snapshot_state(session, "s1") == before
