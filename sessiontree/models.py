@@ -58,8 +58,8 @@ class AgentSession(MPTTModel):
     title = models.CharField(max_length=255, null=True, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE, db_index=True)
     metadata = models.JSONField(default=dict, blank=True)
-    # Header fields beyond Pi's (kept losslessly for the mysql provider; the
-    # file provider keeps its header in the file).
+    # The session's Pi header line, kept whole by the mysql provider so that an
+    # export to JSONL is lossless (the file provider keeps it in the file).
     header = models.JSONField(default=dict, blank=True)
     # Number of entries; the mysql provider's next entry_seq is entry_count + 1.
     entry_count = models.PositiveIntegerField(default=0)
@@ -129,6 +129,9 @@ class AgentSessionEntry(models.Model):
         ]
         indexes = [
             models.Index(fields=["session", "parent_entry_id"], name="entry_parent_idx"),
+            # Covers the mysql provider's skeleton read (every entry's id and
+            # parent, to walk a path) without touching the payload rows.
+            models.Index(fields=["session", "entry_seq", "entry_id", "parent_entry_id"], name="entry_skeleton_idx"),
             models.Index(fields=["session", "type"], name="entry_type_idx"),
             models.Index(fields=["session", "custom_type"], name="entry_custom_type_idx"),
         ]

@@ -148,6 +148,22 @@ def update_row_fields(row: AgentSession, fields: dict[str, Any]) -> AgentSession
     return row
 
 
+def delete_row(row: AgentSession) -> None:
+    """Delete a meta row for good (a ``mysql`` session's entries cascade).
+
+    Its forks become lineage roots first, under the lineage lock: django-mptt
+    deletes a node by closing the gap of its whole subtree, so children that
+    merely lose their parent (``on_delete=SET_NULL``) would be left with
+    ``lft``/``rght`` values that overlap other nodes. A fork keeps its
+    ``parent_session_id`` (the header's reference).
+    """
+    with transaction.atomic():
+        _lock_lineage()
+        for child_pk in AgentSession.objects.filter(parent_id=row.pk).values_list("pk", flat=True):
+            AgentSession.objects.get(pk=child_pk).move_to(None)
+        AgentSession.objects.get(pk=row.pk).delete()
+
+
 def set_leaf(row: AgentSession, leaf_entry_id: str | None, *, appended: int = 0, root_entry_id: str | None = None) -> None:
     """Move the leaf (and count appended entries) with one UPDATE."""
     changes: dict[str, Any] = {"leaf_entry_id": leaf_entry_id}

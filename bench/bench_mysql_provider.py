@@ -1,0 +1,252 @@
+"""The mysql provider on a real MySQL/MariaDB server.
+
+Prints:
+- median append latency at depth 10 and at depth 10,000, and their ratio
+  (every timed append is a child of the same entry at that depth: the leaf is
+  moved back, untimed, after each one);
+- appends per second from one client (the 10,000 sequential appends that build
+  the deep session);
+- active path and context of a 10,000-entry session with 50 branches;
+- the floor: a plain autocommit ``INSERT`` loop with mysqlclient into the same
+  table, and the provider's append latency as a multiple of it.
+
+Creates its own database (``sessiontree_bench`` by default), migrates it and
+drops it at the end. Run from the repository root:
+
+    .venv/bin/python bench/bench_mysql_provider.py [--samples 300] [--deep 10000]
+
+``DATABASE_URL`` (default ``mysql://root@127.0.0.1:3306/test``) names the
+server; only its host, port and credentials are used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+DEFAULT_URL = "mysql://root@127.0.0.1:3306/test"
+
+
+def server_url(database: str) -> tuple[str, dict[str, Any]]:
+    """The bench database's URL and mysqlclient connect() arguments for the server."""
+    parts = urlsplit(os.environ.get("DATABASE_URL") or DEFAULT_URL)
+    if not parts.scheme.startswith("mysql"):
+        sys.exit(f"DATABASE_URL must be a mysql:// URL for this benchmark, not {parts.scheme}://")
+    connect = {
+        "host": parts.hostname or "127.0.0.1",
+        "port": parts.port or 3306,
+        "user": parts.username or "root",
+        "password": parts.password or "",
+        "charset": "utf8mb4",
+    }
+    return urlunsplit((parts.scheme, parts.netloc, f"/{database}", parts.query, "")), connect
+
+
+def setup_django(url: str) -> None:
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def message(i: int) -> dict[str, Any]:
+    """A realistic mix of Pi messages (about 0.5 KB each)."""
+    kind = i % 3
+    if kind == 0:
+        return {"role": "user", "content": [{"type": "text", "text": f"step {i}: " + "please look at this " * 12}]}
+    if kind == 1:
+        return {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Reading the file. " * 6},
+                {"type": "toolCall", "id": f"call_{i}", "name": "read", "arguments": {"path": f"src/m{i}.py"}},
+            ],
+            "provider": "anthropic",
+            "model": "claude-sonnet-4-5",
+            "usage": {"input": 1200 + i, "output": 80, "cacheRead": 0, "cacheWrite": 0, "cost": {"total": 0.0012}},
+            "stopReason": "toolUse",
+            "timestamp": 1763681630793 + i,
+        }
+    return {
+        "role": "toolResult",
+        "toolCallId": f"call_{i - 1}",
+        "toolName": "read",
+        "content": [{"type": "text", "text": "def f(x):\n    return x * 2\n" * 8}],
+        "isError": False,
+        "timestamp": 1763681630793 + i,
+    }
+
+
+def timed_appends_at(provider, session_id: str, parent_id: str, samples: int) -> float:
+    """Median ms of ``samples`` appends, each a new child of ``parent_id``."""
+    timings = []
+    for i in range(samples):
+        provider.switch_leaf(session_id, parent_id)
+        payload = message(i)
+        start = time.perf_counter()
+        provider.append_message(session_id, payload)
+        timings.append((time.perf_counter() - start) * 1000)
+    return statistics.median(timings)
+
+
+def branched_entries(total: int, branches: int) -> tuple[list[dict[str, Any]], str]:
+    """A session of ``total`` entries: a main line with ``branches`` side
+    branches hanging off it at even intervals (half the entries each)."""
+    from sessiontree.core.pi_session_file import now_iso
+
+    entries: list[dict[str, Any]] = []
+    ts = now_iso()
+
+    def add(parent: str | None, i: int) -> str:
+        entry_id = f"{len(entries):08x}"
+        entries.append({"type": "message", "id": entry_id, "parentId": parent, "timestamp": ts, "message": message(i)})
+        return entry_id
+
+    main_length = total // 2
+    branch_length = (total - main_length) // branches
+    fork_every = main_length // (branches + 1)
+    main: list[str] = []
+    parent = None
+    for i in range(main_length):
+        parent = add(parent, i)
+        main.append(parent)
+    for b in range(branches):
+        parent = main[(b + 1) * fork_every]
+        for i in range(branch_length):
+            parent = add(parent, i)
+    return entries, main[-1]
+
+
+def median_ms(fn, repeat: int) -> float:
+    timings = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        timings.append((time.perf_counter() - start) * 1000)
+    return statistics.median(timings)
+
+
+def floor_insert_ms(connect: dict[str, Any], database: str, session_pk: int, samples: int) -> tuple[float, float]:
+    """Median ms per plain autocommit INSERT of one entry row, and rows/s."""
+    import MySQLdb
+    import orjson
+
+    conn = MySQLdb.connect(database=database, **connect)
+    conn.autocommit(True)
+    cursor = conn.cursor()
+    sql = (
+        "INSERT INTO sessiontree_agentsessionentry (session_id, entry_id, parent_entry_id, entry_seq, depth, "
+        "type, timestamp, message, status, extra, created_at) "
+        "VALUES (%s, %s, %s, %s, %s, 'message', '2026-01-01T00:00:00.000Z', %s, 'completed', '{}', NOW(6))"
+    )
+    timings = []
+    parent = None
+    start_all = time.perf_counter()
+    for i in range(samples):
+        entry_id = f"f{i:07x}"
+        params = (session_pk, entry_id, parent, i + 1, i, orjson.dumps(message(i)).decode())
+        start = time.perf_counter()
+        cursor.execute(sql, params)
+        timings.append((time.perf_counter() - start) * 1000)
+        parent = entry_id
+    total = time.perf_counter() - start_all
+    conn.close()
+    return statistics.median(timings), samples / total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=300, help="timed appends per depth")
+    parser.add_argument("--deep", type=int, default=10_000, help="depth of the deep session")
+    parser.add_argument("--entries", type=int, default=10_000, help="entries of the branched session")
+    parser.add_argument("--branches", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=30, help="runs of each read")
+    parser.add_argument("--database", default="sessiontree_bench")
+    parser.add_argument("--keep", action="store_true", help="do not drop the database at the end")
+    args = parser.parse_args()
+
+    import MySQLdb
+
+    url, connect = server_url(args.database)
+    admin = MySQLdb.connect(**connect)
+    admin.cursor().execute(f"DROP DATABASE IF EXISTS `{args.database}`")
+    admin.cursor().execute(f"CREATE DATABASE `{args.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    try:
+        setup_django(url)
+        run(args, connect)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if not args.keep:
+            admin.cursor().execute(f"DROP DATABASE IF EXISTS `{args.database}`")
+        admin.close()
+
+
+def run(args: argparse.Namespace, connect: dict[str, Any]) -> None:
+    from django.db import connection
+
+    from sessiontree.models import AgentSession
+    from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
+
+    random.seed(1)
+    provider = MySQLSessionTreeProvider()
+    print(f"server: {connection.mysql_server_info if hasattr(connection, 'mysql_server_info') else '?'}")
+
+    # 1. appends at depth 10 and at depth N; N sequential appends = one client's rate
+    provider.create_session(session_id="shallow")
+    for i in range(11):
+        shallow_parent = provider.append_message("shallow", message(i))["id"]
+    provider.create_session(session_id="deep")
+    start = time.perf_counter()
+    for i in range(args.deep + 1):
+        deep_parent = provider.append_message("deep", message(i))["id"]
+    fill_s = time.perf_counter() - start
+    at_10 = timed_appends_at(provider, "shallow", shallow_parent, args.samples)
+    at_deep = timed_appends_at(provider, "deep", deep_parent, args.samples)
+    at_10_again = timed_appends_at(provider, "shallow", shallow_parent, args.samples)
+    shallow = min(at_10, at_10_again)  # the lower of two runs: the ratio must not flatter the deep case
+    print(
+        f"one client: {args.deep + 1} sequential appends in {fill_s:.2f} s = {(args.deep + 1) / fill_s:.0f} appends/s"
+    )
+    print(f"median append at depth 10:      {shallow:.3f} ms  (runs: {at_10:.3f}, {at_10_again:.3f})")
+    print(f"median append at depth {args.deep}:  {at_deep:.3f} ms")
+    print(f"ratio deep/shallow: {at_deep / shallow:.2f} (must be <= 1.5)")
+
+    # 2. reads of a 10,000-entry session with 50 branches
+    entries, leaf = branched_entries(args.entries, args.branches)
+    provider.create_session(session_id="branched", entries=entries)
+    provider.switch_leaf("branched", leaf)
+    path_len = len(provider.get_active_path("branched"))
+    path_ms = median_ms(lambda: provider.get_active_path("branched"), args.repeat)
+    context_ms = median_ms(lambda: provider.build_context("branched"), args.repeat)
+    list_ms = median_ms(lambda: provider.list_entries("branched"), max(5, args.repeat // 3))
+    snapshot_ms = median_ms(lambda: provider.get_snapshot("branched"), max(5, args.repeat // 3))
+    print(f"branched session: {len(entries)} entries, {args.branches} branches, active path {path_len} entries")
+    print(f"median get_active_path:        {path_ms:.1f} ms")
+    print(f"median build_context (path + context): {context_ms:.1f} ms (target <= 50 ms)")
+    print(f"median list_entries (all {len(entries)}):  {list_ms:.1f} ms")
+    print(f"median get_snapshot:           {snapshot_ms:.1f} ms")
+
+    # 3. the floor: plain INSERTs with mysqlclient into the same table
+    floor_pk = AgentSession.objects.get(session_id=provider.create_session(session_id="floor")["session_id"]).pk
+    floor_ms, floor_rate = floor_insert_ms(connect, args.database, floor_pk, args.samples * 3)
+    print(f"floor: plain autocommit INSERT median {floor_ms:.3f} ms ({floor_rate:.0f} rows/s)")
+    print(f"ratio append/floor: {shallow / floor_ms:.2f} at depth 10, {at_deep / floor_ms:.2f} at depth {args.deep}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,275 @@
+"""Entry dict ↔ ``AgentSessionEntry`` row: the ``mysql`` provider's codec and SQL.
+
+Pi's known keys of each entry type go to typed columns when the value fits
+the column (a string within ``max_length``, a bool, a 64-bit integer, any
+JSON for JSON columns); every other key goes to ``extra["fields"]``.
+``extra["keys"]`` lists the entry's keys in order, so a decoded entry has the
+same keys, in the same order, as the one written: an absent key stays absent
+and a ``null`` stays ``null`` (a cleared label has no ``"label"`` key).
+
+JSON is written and read with orjson through plain SQL: Django's JSONField
+round trip (``json.dumps``/``json.loads`` per value, a model instance per row)
+costs several times more on large sessions, and orjson writes what the file
+provider writes (NaN → ``null``, compact, key order kept).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from django.db import connection, models
+from django.utils import timezone
+
+from sessiontree.core.errors import InvalidEntry
+from sessiontree.core.types import Entry
+from sessiontree.models import AgentSessionEntry
+
+JSON, TEXT, CHAR, INT, BOOL = "json", "text", "char", "int", "bool"
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Rows per INSERT / ids per IN list: bounded statements on every backend.
+CHUNK = 1000
+
+# Keys every entry may carry, whatever its type.
+COMMON_KEY_COLUMNS: dict[str, str] = {
+    "type": "type",
+    "id": "entry_id",
+    "parentId": "parent_entry_id",
+    "timestamp": "timestamp",
+    "sourceRuntime": "source_runtime",
+}
+# Pi's keys of each entry type (the plan's typed columns).
+TYPE_KEY_COLUMNS: dict[str, dict[str, str]] = {
+    "message": {"message": "message"},
+    "thinking_level_change": {"thinkingLevel": "thinking_level"},
+    "model_change": {"provider": "provider", "modelId": "model_id"},
+    "compaction": {
+        "summary": "summary",
+        "firstKeptEntryId": "first_kept_entry_id",
+        "tokensBefore": "tokens_before",
+        "details": "details",
+        "fromHook": "from_hook",
+    },
+    "branch_summary": {"fromId": "from_id", "summary": "summary", "details": "details", "fromHook": "from_hook"},
+    "custom": {"customType": "custom_type", "data": "data"},
+    "custom_message": {"customType": "custom_type", "content": "content", "display": "display", "details": "details"},
+    "label": {"targetId": "target_entry_id", "label": "label"},
+    "session_info": {"name": "name"},
+}
+_KEY_COLUMNS_BY_TYPE: dict[Any, dict[str, str]] = {
+    entry_type: {**COMMON_KEY_COLUMNS, **columns} for entry_type, columns in TYPE_KEY_COLUMNS.items()
+}
+
+
+def key_columns(entry_type: Any) -> dict[str, str]:
+    """Entry key → column for an entry of ``entry_type`` (unknown types: the common keys only)."""
+    if isinstance(entry_type, str):
+        return _KEY_COLUMNS_BY_TYPE.get(entry_type, COMMON_KEY_COLUMNS)
+    return COMMON_KEY_COLUMNS
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str
+    null: bool
+    max_length: int | None = None
+
+
+def _column(name: str) -> Column:
+    field = AgentSessionEntry._meta.get_field(name)
+    if isinstance(field, models.JSONField):
+        kind = JSON
+    elif isinstance(field, models.BooleanField):
+        kind = BOOL
+    elif isinstance(field, models.IntegerField):
+        kind = INT
+    elif isinstance(field, models.CharField):
+        kind = CHAR
+    else:
+        kind = TEXT
+    return Column(name, kind, field.null, getattr(field, "max_length", None))
+
+
+# The payload columns, in SELECT order; ``extra`` is last.
+PAYLOAD_COLUMN_NAMES: tuple[str, ...] = tuple(
+    dict.fromkeys(
+        [*COMMON_KEY_COLUMNS.values(), *(c for columns in TYPE_KEY_COLUMNS.values() for c in columns.values())]
+    )
+)
+COLUMNS: dict[str, Column] = {name: _column(name) for name in PAYLOAD_COLUMN_NAMES}
+COLUMN_INDEX: dict[str, int] = {name: i for i, name in enumerate(PAYLOAD_COLUMN_NAMES)}
+EXTRA_INDEX = len(PAYLOAD_COLUMN_NAMES)
+
+
+def _fits(column: Column, value: Any) -> bool:
+    if value is None:
+        return column.null
+    kind = column.kind
+    if kind == JSON:
+        return True
+    if kind in (CHAR, TEXT):
+        return isinstance(value, str) and (column.max_length is None or len(value) <= column.max_length)
+    if kind == INT:
+        return isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX
+    return isinstance(value, bool)
+
+
+def _dump(value: Any, entry_id: Any, key: str) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise InvalidEntry(f"Entry {entry_id}: field {key!r} cannot be stored as JSON ({exc})") from None
+
+
+def _check_text(value: str, entry_id: Any, key: str) -> None:
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidEntry(f"Entry {entry_id}: field {key!r} is not valid Unicode text") from None
+
+
+def encode_entry(entry: Entry) -> dict[str, Any]:
+    """Column → database value for ``entry`` (JSON columns as JSON text), ``extra`` included."""
+    entry_id = entry.get("id")
+    mapping = key_columns(entry.get("type"))
+    values: dict[str, Any] = dict.fromkeys(PAYLOAD_COLUMN_NAMES)
+    values["type"] = ""
+    values["timestamp"] = ""
+    fields: dict[str, Any] = {}
+    for key, value in entry.items():
+        name = mapping.get(key)
+        column = COLUMNS[name] if name is not None else None
+        if column is None or not _fits(column, value):
+            fields[key] = value
+            continue
+        if column.kind == JSON:
+            values[name] = None if value is None else _dump(value, entry_id, key)
+        else:
+            if isinstance(value, str):
+                _check_text(value, entry_id, key)
+            values[name] = value
+    values["extra"] = _dump({"keys": list(entry), "fields": fields}, entry_id, "extra")
+    return values
+
+
+_CONVERTERS: dict[str, Callable[[Any], Any] | None] = {
+    JSON: orjson.loads,
+    BOOL: bool,
+    INT: None,
+    CHAR: None,
+    TEXT: None,
+}
+TYPE_INDEX = COLUMN_INDEX["type"]
+
+# Decoding plans: (key, column index, converter) per key of an entry. Most
+# rows share one of a few ``extra`` texts (same keys, no unknown fields), so
+# the plan of each (extra text, type) is worked out once per process.
+Plan = tuple[tuple[str, int, Callable[[Any], Any] | None], ...]
+_plans: dict[tuple[Any, Any], Plan] = {}
+MAX_PLANS = 1024
+
+
+def decode_row(row: Sequence[Any]) -> Entry:
+    """The entry of a row selected with ``SELECT_PAYLOAD``."""
+    raw_extra = row[EXTRA_INDEX]
+    plan = _plans.get((raw_extra, row[TYPE_INDEX]))
+    if plan is None:
+        return _decode_and_plan(row)
+    entry: Entry = {}
+    for key, index, convert in plan:
+        value = row[index]
+        entry[key] = value if convert is None or value is None else convert(value)
+    return entry
+
+
+def _decode_and_plan(row: Sequence[Any]) -> Entry:
+    raw_extra = row[EXTRA_INDEX]
+    extra = orjson.loads(raw_extra) if raw_extra else {}
+    fields: dict[str, Any] = extra.get("fields") or {}
+    entry_type = fields["type"] if "type" in fields else row[TYPE_INDEX]
+    mapping = key_columns(entry_type)
+    keys = extra.get("keys")
+    if keys is None:
+        # A row written without this codec (e.g. by hand): Pi's base keys,
+        # then every typed column that holds a value.
+        keys = ["type", "id", "parentId", "timestamp"]
+        keys += [k for k, name in mapping.items() if k not in keys and row[COLUMN_INDEX[name]] is not None]
+    entry: Entry = {}
+    for key in keys:
+        if key in fields:
+            entry[key] = fields[key]
+        else:
+            column = COLUMNS[mapping[key]]
+            value = row[COLUMN_INDEX[column.name]]
+            convert = _CONVERTERS[column.kind]
+            entry[key] = value if convert is None or value is None else convert(value)
+    if not fields and raw_extra:
+        # Values from ``fields`` are never cached: each entry gets its own objects.
+        if len(_plans) >= MAX_PLANS:
+            _plans.clear()
+        _plans[(raw_extra, row[TYPE_INDEX])] = tuple(
+            (key, COLUMN_INDEX[mapping[key]], _CONVERTERS[COLUMNS[mapping[key]].kind]) for key in keys
+        )
+    return entry
+
+
+# --- SQL ---------------------------------------------------------------------
+
+quote = connection.ops.quote_name
+TABLE = quote(AgentSessionEntry._meta.db_table)
+SESSION_COLUMN = quote(AgentSessionEntry._meta.get_field("session").column)
+PAYLOAD_SQL = ", ".join(quote(name) for name in (*PAYLOAD_COLUMN_NAMES, "extra"))
+
+SELECT_PAYLOAD = f"SELECT {PAYLOAD_SQL} FROM {TABLE}"
+INSERT_COLUMN_NAMES: tuple[str, ...] = ("entry_seq", "depth", "status", "created_at", *PAYLOAD_COLUMN_NAMES, "extra")
+INSERT_SQL = (
+    f"INSERT INTO {TABLE} ({SESSION_COLUMN}, {', '.join(quote(n) for n in INSERT_COLUMN_NAMES)}) "
+    f"VALUES ({', '.join(['%s'] * (len(INSERT_COLUMN_NAMES) + 1))})"
+)
+_UPDATE_COLUMN_NAMES: tuple[str, ...] = (*PAYLOAD_COLUMN_NAMES, "extra", "status")
+# The only UPDATE of an entry: its WHERE clause refuses completed rows.
+UPDATE_IN_FLIGHT_SQL = (
+    f"UPDATE {TABLE} SET {', '.join(f'{quote(n)} = %s' for n in _UPDATE_COLUMN_NAMES)} "
+    f"WHERE {quote('id')} = %s AND {quote('status')} = %s"
+)
+
+
+def insert_params(
+    session_pk: int, entry: Entry, *, entry_seq: int, depth: int, status: str, created_at: Any
+) -> list[Any]:
+    values = encode_entry(entry)
+    return [session_pk, entry_seq, depth, status, created_at, *(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra"))]
+
+
+def update_in_flight_params(row_pk: int, entry: Entry, *, status: str, in_flight_status: str) -> list[Any]:
+    values = encode_entry(entry)
+    return [*(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra")), status, row_pk, in_flight_status]
+
+
+def db_now() -> Any:
+    return connection.ops.adapt_datetimefield_value(timezone.now())
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def in_list(count: int) -> str:
+    return ", ".join(["%s"] * count)
+
+
+def decode_rows(rows: Iterable[Sequence[Any]]) -> list[Entry]:
+    return [decode_row(row) for row in rows]
+
+
+def entries_by_id(rows: Iterable[Sequence[Any]]) -> Mapping[str, Entry]:
+    decoded: dict[str, Entry] = {}
+    for row in rows:
+        entry = decode_row(row)
+        decoded[row[COLUMN_INDEX["entry_id"]]] = entry
+    return decoded
