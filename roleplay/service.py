@@ -1,0 +1,400 @@
+"""Roleplay commands: read the state, and append structured entries to the current branch.
+
+Every function here is thin: read the active path from the provider, reduce
+it with ``roleplay.reducer.reduce_branch``, validate the input with
+``roleplay.schema`` against that reduced state, and append one entry as a
+child of the leaf that was read (``expected_leaf_id``), so a leaf moved
+meanwhile by someone else gives ``LeafConflict`` instead of a commit on the
+wrong branch. Bad input raises ``RoleplayValidationError`` and appends
+nothing. REST views, admin pages and the ``rp`` command call these functions
+and nothing below them.
+
+Navigation and forks are not roleplay writes: ``history_goto`` and
+``history_fork`` delegate to ``sessiontree.services`` and only report the
+state the new position derives. ``compact_with_checkpoint`` compacts and then
+appends the automatic checkpoint as the compaction entry's child.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+from sessiontree import services as tree_services
+from sessiontree.core.context_builder import UNSET, _Unset
+from sessiontree.core.entries import custom_entry
+from sessiontree.core.errors import LeafConflict, SessionNotFound, SessionTreeError
+from sessiontree.core.types import Entry, SessionTreeSession
+from sessiontree.providers.base import SessionTreeProvider
+
+from . import schema
+from .reducer import PatchFailed, RoleplayState, apply_patch, make_checkpoint_data, reduce_branch
+from .schema import RoleplayValidationError
+
+
+class NoRoleplayCharacter(RoleplayValidationError):
+    """The branch has no character identity, so there is nothing to write state for."""
+
+    code = "no_roleplay_character"
+
+
+class CharacterArchived(SessionTreeError):
+    """The character is archived on this branch: its state is read-only."""
+
+    code = "character_archived"
+    http_status = 409
+
+
+ReviewStatus = Literal["pending", "accepted", "rejected"]
+
+
+class Branch(TypedDict):
+    leaf_entry_id: str | None
+    path: list[Entry]
+    state: RoleplayState
+
+
+# --- reading -----------------------------------------------------------------
+
+
+def _read_branch(
+    provider: SessionTreeProvider,
+    session_id: str,
+    leaf_entry_id: str | _Unset | None = UNSET,
+    *,
+    character_id: str | None = None,
+) -> Branch:
+    """The leaf (the one given, or the session's), its path and the reduced state, read once."""
+    if isinstance(leaf_entry_id, _Unset):
+        session = provider.get_session(session_id)
+        if session is None:
+            raise SessionNotFound(f"Session {session_id} not found")
+        leaf_entry_id = session["leaf_entry_id"]
+    path = provider.get_active_path(session_id, leaf_entry_id)
+    return {"leaf_entry_id": leaf_entry_id, "path": path, "state": reduce_branch(path, character_id)}
+
+
+def inspect_state(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    leaf_entry_id: str | _Unset | None = UNSET,
+    character_id: str | None = None,
+) -> RoleplayState:
+    """The roleplay state at the session's leaf, or at ``leaf_entry_id`` (any entry, any branch).
+
+    Reading never moves the leaf. ``character_id`` overrides the branch's own
+    identity (to look at another character's entries on the same path).
+    """
+    return _read_branch(provider, session_id, leaf_entry_id, character_id=character_id)["state"]
+
+
+def list_reviews(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    leaf_entry_id: str | _Unset | None = UNSET,
+    include_decided: bool = False,
+) -> list[dict[str, Any]]:
+    """Reviews on the branch: pending ones (proposal order), then decided ones if asked.
+
+    Each is the reducer's record plus ``status``: pending, accepted or rejected.
+    """
+    state = inspect_state(provider, session_id, leaf_entry_id=leaf_entry_id)
+    reviews: list[dict[str, Any]] = [{**review, "status": "pending"} for review in state["pending_reviews"]]
+    if include_decided:
+        reviews += [
+            {**review, "status": "accepted" if review["decision"] == "accept" else "rejected"}
+            for review in state["decided_reviews"]
+        ]
+    return reviews
+
+
+# --- writing -----------------------------------------------------------------
+
+
+def _writable_branch(provider: SessionTreeProvider, session_id: str, action: str) -> Branch:
+    """The current branch, refused when it has no character or the character is archived."""
+    branch = _read_branch(provider, session_id)
+    state = branch["state"]
+    if state["character_id"] is None:
+        raise NoRoleplayCharacter(
+            f"Session {session_id}: no roleplay character on the current branch "
+            f"(leaf {branch['leaf_entry_id']}); cannot {action}"
+        )
+    if state["archived"]:
+        archive_entry = (state.get("archive") or {}).get("entryId")
+        raise CharacterArchived(
+            f"Session {session_id}: character {state['character_id']} is archived on this branch "
+            f"(entry {archive_entry}); cannot {action}. Navigate before the archive entry or fork to continue."
+        )
+    return branch
+
+
+def _append(provider: SessionTreeProvider, session_id: str, branch: Branch, custom_type: str, data: Any) -> Entry:
+    return provider.append_entry(session_id, custom_entry(custom_type, data), expected_leaf_id=branch["leaf_entry_id"])
+
+
+def _check_ops_apply(state: RoleplayState, ops: list[dict[str, Any]], where: str) -> None:
+    try:
+        apply_patch(state["state"], ops)
+    except PatchFailed as exc:
+        raise RoleplayValidationError(f"{where}: does not apply to the current state ({exc})") from None
+
+
+def _commit_id_of(entry: Entry) -> str | None:
+    """The commit id an entry carries (turn result, commit, repair), if any."""
+    kind = schema.roleplay_entry_kind(entry)
+    payload = schema.roleplay_payload(entry)
+    if not isinstance(payload, dict):
+        return None
+    if kind == "commit":
+        commit: Any = payload
+    elif kind in ("turn", "repair"):
+        commit = payload.get("commit")
+    else:
+        return None
+    commit_id = commit.get("commitId") if isinstance(commit, dict) else None
+    return commit_id if isinstance(commit_id, str) else None
+
+
+def _commit_ids_on_path(path: list[Entry], character_id: str) -> set[str]:
+    ids: set[str] = set()
+    for entry in path:
+        payload = schema.roleplay_payload(entry)
+        if isinstance(payload, dict) and payload.get("characterId") == character_id:
+            commit_id = _commit_id_of(entry)
+            if commit_id is not None:
+                ids.add(commit_id)
+    return ids
+
+
+def _commit_that_set(branch: Branch, pointer: str) -> str | None:
+    """The commit id behind the provenance of ``pointer`` (or of its nearest recorded ancestor)."""
+    provenance = branch["state"]["provenance"]
+    candidate = pointer
+    while True:
+        entry_id = provenance.get(candidate)
+        if entry_id is not None:
+            break
+        if not candidate:
+            return None
+        candidate = candidate.rsplit("/", 1)[0]
+    entry = next((e for e in branch["path"] if e.get("id") == entry_id), None)
+    if entry is None:
+        return None
+    commit_id = _commit_id_of(entry)
+    if commit_id is not None:
+        return commit_id
+    # An accepted review: its change belongs to the commit that proposed it.
+    for review in branch["state"]["decided_reviews"]:
+        if review.get("decisionEntryId") == entry_id:
+            return review.get("commitId")
+    return None
+
+
+def correct_state(provider: SessionTreeProvider, session_id: str, payload: dict[str, Any]) -> Entry:
+    """``/rp state correct {json}``: append a ``manual-correction`` commit on the current branch.
+
+    The tree is never moved: this records that the current timeline's record
+    was wrong; rewriting history is ``history_goto``/``history_fork``.
+    ``reason`` is required; ``from`` (the value believed recorded) guards the
+    change; ``correctsCommitId`` must name a commit on this branch. When it is
+    omitted, the commit that last set the corrected path (from provenance) is
+    recorded, with ``correctsCommitIdInferred: true``.
+    """
+    branch = _writable_branch(provider, session_id, "correct the state")
+    state = branch["state"]
+    character_id = state["character_id"]
+    assert character_id is not None
+    data = schema.correction_commit_data(payload, character_id=character_id)
+    where = f"state correction {data['commitId']}"
+    corrects = data.get("correctsCommitId")
+    if corrects is not None:
+        if corrects not in _commit_ids_on_path(branch["path"], character_id):
+            raise RoleplayValidationError(
+                f"{where}: correctsCommitId {corrects} is not a commit of {character_id} on the current branch"
+            )
+    else:
+        target = next(op["path"] for op in data["ops"] if op["op"] != "test")
+        inferred = _commit_that_set(branch, target)
+        if inferred is not None:
+            data["correctsCommitId"] = inferred
+            data["correctsCommitIdInferred"] = True
+    _check_ops_apply(state, data["ops"], where)
+    return _append(provider, session_id, branch, schema.COMMIT_TYPE, data)
+
+
+def _pending_review(state: RoleplayState, review_id: str, session_id: str) -> dict[str, Any]:
+    for review in state["pending_reviews"]:
+        if review["reviewId"] == review_id:
+            return review
+    if any(r["reviewId"] == review_id for r in state["decided_reviews"]):
+        raise RoleplayValidationError(f"Session {session_id}: review {review_id} is already decided on this branch")
+    pending = ", ".join(r["reviewId"] for r in state["pending_reviews"]) or "none"
+    raise RoleplayValidationError(
+        f"Session {session_id}: no pending review {review_id} on the current branch (pending: {pending})"
+    )
+
+
+def amend_review(provider: SessionTreeProvider, session_id: str, review_id: str, value: Any) -> Entry:
+    """Append an amendment replacing the proposed value of a pending review; it stays pending."""
+    branch = _writable_branch(provider, session_id, f"amend review {review_id}")
+    state = branch["state"]
+    review = _pending_review(state, review_id, session_id)
+    if review["op"].get("op") not in schema.AMENDABLE_OPS:
+        raise RoleplayValidationError(
+            f"review {review_id}: proposes a {review['op'].get('op')!r} op, which has no value to amend"
+        )
+    assert state["character_id"] is not None
+    data = schema.build_review_amendment_data(character_id=state["character_id"], review_id=review_id, value=value)
+    return _append(provider, session_id, branch, schema.REVIEW_AMENDMENT_TYPE, data)
+
+
+def decide_review(
+    provider: SessionTreeProvider,
+    session_id: str,
+    review_id: str,
+    decision: str,
+    *,
+    value: Any = UNSET,
+) -> Entry:
+    """Accept or reject a pending review; returns the decision entry.
+
+    ``value`` (accept only) amends the proposal first: an amendment entry,
+    then the decision as its child. An accept whose op would not apply to the
+    current state is refused before anything is appended.
+    """
+    if decision not in schema.REVIEW_DECISIONS:
+        raise RoleplayValidationError(f"review {review_id}: decision must be accept or reject, got {decision!r}")
+    if decision == "reject" and not isinstance(value, _Unset):
+        raise RoleplayValidationError(f"review {review_id}: a value can only be given when accepting")
+    branch = _writable_branch(provider, session_id, f"{decision} review {review_id}")
+    state = branch["state"]
+    character_id = state["character_id"]
+    assert character_id is not None
+    review = _pending_review(state, review_id, session_id)
+    amendment = None
+    if not isinstance(value, _Unset):
+        if review["op"].get("op") not in schema.AMENDABLE_OPS:
+            raise RoleplayValidationError(
+                f"review {review_id}: proposes a {review['op'].get('op')!r} op, which has no value to amend"
+            )
+        amendment = schema.build_review_amendment_data(character_id=character_id, review_id=review_id, value=value)
+    data = schema.build_review_decision_data(character_id=character_id, review_id=review_id, decision=decision)
+    if decision == "accept":
+        op = dict(review["op"])
+        if amendment is not None:
+            op["value"] = amendment["value"]
+        elif "amendment" in review:
+            op["value"] = review["amendment"]["value"]
+        _check_ops_apply(state, [op], f"accepting review {review_id}")
+    if amendment is not None:
+        amended = _append(provider, session_id, branch, schema.REVIEW_AMENDMENT_TYPE, amendment)
+        branch = {**branch, "leaf_entry_id": amended["id"]}
+    return _append(provider, session_id, branch, schema.REVIEW_DECISION_TYPE, data)
+
+
+def create_checkpoint(provider: SessionTreeProvider, session_id: str, **extra: Any) -> Entry:
+    """Append a checkpoint of the current branch's state as the leaf's child.
+
+    Allowed for an archived character (it stores, it changes nothing).
+    ``extra`` fields are stored in the checkpoint's data alongside the state.
+    """
+    branch = _read_branch(provider, session_id)
+    data = make_checkpoint_data(branch["state"])  # refuses a branch without a character
+    data.update(extra)
+    return _append(provider, session_id, branch, schema.CHECKPOINT_TYPE, data)
+
+
+def repair_turn(provider: SessionTreeProvider, session_id: str, proposal: dict[str, Any]) -> Entry:
+    """``/rp turn repair {json}``: append the missing commit of an incomplete turn.
+
+    The turn must be marked incomplete on this branch; the ops must apply and
+    proposed review ids must be new on the branch.
+    """
+    branch = _writable_branch(provider, session_id, "repair a turn")
+    state = branch["state"]
+    assert state["character_id"] is not None
+    data = schema.repair_data_from_proposal(proposal, character_id=state["character_id"])
+    turn_id = data["turnId"]
+    if not any(turn["turnId"] == turn_id for turn in state["incomplete_turns"]):
+        incomplete = ", ".join(t["turnId"] for t in state["incomplete_turns"]) or "none"
+        raise RoleplayValidationError(
+            f"turn repair {turn_id}: not an incomplete turn on the current branch (incomplete: {incomplete})"
+        )
+    known = {r["reviewId"] for r in state["pending_reviews"]} | {r["reviewId"] for r in state["decided_reviews"]}
+    for item in data["commit"].get("reviews") or []:
+        if item["reviewId"] in known:
+            raise RoleplayValidationError(f"turn repair {turn_id}: review {item['reviewId']} already exists")
+    _check_ops_apply(state, data["commit"]["ops"], f"turn repair {turn_id}")
+    return _append(provider, session_id, branch, schema.REPAIR_TYPE, data)
+
+
+def archive(provider: SessionTreeProvider, session_id: str, *, reason: str | None = None) -> Entry:
+    """Archive the character on this branch: from here on its state is read-only.
+
+    Branch-local like every roleplay entry: navigating before it, or forking
+    before it, gives a writable character again. The session's own status is
+    not touched.
+    """
+    branch = _writable_branch(provider, session_id, "archive it again")
+    assert branch["state"]["character_id"] is not None
+    data = schema.build_archive_data(character_id=branch["state"]["character_id"], reason=reason)
+    return _append(provider, session_id, branch, schema.ARCHIVE_TYPE, data)
+
+
+# --- the session tree, for roleplay -----------------------------------------------
+
+
+def history_goto(
+    provider: SessionTreeProvider,
+    session_id: str,
+    entry_id: str,
+    *,
+    summarize: bool = False,
+    summarizer: Any = None,
+    label: str | None = None,
+) -> dict[str, Any]:
+    """``/rp history goto``: move the leaf (``navigate_tree``); the state is re-derived from the new path.
+
+    Returns ``navigate_tree``'s result plus ``state``, the reduced state at the new leaf.
+    """
+    result = tree_services.navigate_tree(
+        provider, session_id, entry_id, summarize=summarize, summarizer=summarizer, label=label
+    )
+    return {**result, "state": inspect_state(provider, session_id)}
+
+
+def history_fork(
+    provider: SessionTreeProvider, session_id: str, entry_id: str, *, position: Literal["before", "at"] = "before"
+) -> dict[str, Any]:
+    """``/rp history fork``: a new session from ``entry_id`` (``fork_session``).
+
+    The new session's state is reduced from its own copied path, never taken
+    from the source. Returns ``{"session", "state"}``.
+    """
+    session: SessionTreeSession = tree_services.fork_session(provider, session_id, entry_id, position=position)
+    return {"session": session, "state": inspect_state(provider, session["session_id"])}
+
+
+def compact_with_checkpoint(provider: SessionTreeProvider, session_id: str, **kwargs: Any) -> dict[str, Any]:
+    """Compact (``compact_session``), then append the automatic checkpoint as the compaction's child.
+
+    Only when a compaction was written and the branch has a character.
+    Returns ``{"compaction": Entry | None, "checkpoint": Entry | None}``.
+    """
+    compaction = tree_services.compact_session(provider, session_id, **kwargs)
+    checkpoint = None
+    if compaction is not None:
+        branch = _read_branch(provider, session_id, compaction["id"])
+        if branch["state"]["character_id"] is not None:
+            data = make_checkpoint_data(branch["state"])
+            data.update({"trigger": "compaction", "compactionEntryId": compaction["id"]})
+            try:
+                checkpoint = _append(provider, session_id, branch, schema.CHECKPOINT_TYPE, data)
+            except LeafConflict:
+                # Someone appended after the compaction: a checkpoint anywhere
+                # else would not be the compaction's child, and it is only a
+                # shortcut for the reducer, so the compaction stands without it.
+                checkpoint = None
+    return {"compaction": compaction, "checkpoint": checkpoint}

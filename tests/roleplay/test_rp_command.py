@@ -1,0 +1,250 @@
+"""The ``rp`` management command: thin over roleplay.service, ``--json`` output, clear exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import orjson
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+from django.db import connection
+
+from roleplay import schema, service
+from sessiontree.providers.factory import get_provider
+from tests.contract.conftest import PROVIDER_KINDS
+
+from .story import SHORT_HAIR, Story, add, review
+
+PROJECT_DIR = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=PROVIDER_KINDS)
+def story(request, db):
+    # Configured from settings, as the command resolves it from the session's meta row.
+    return Story(get_provider(request.param))
+
+
+def rp(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("rp", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def rp_json(*args: str):
+    out, _ = rp(*args, "--json")
+    return orjson.loads(out)
+
+
+def rp_error(*args: str) -> CommandError:
+    with pytest.raises(CommandError) as caught:
+        rp(*args)
+    message = str(caught.value)
+    assert message and "\n" not in message
+    return caught.value
+
+
+# --- reads ---
+
+
+def test_inspect_state_human_and_json(story):
+    ids = story.haircut_story()
+    out, err = rp(story.session_id, "inspect", "state")
+    assert out.startswith("Character alice, revision 1, state hash ")
+    assert SHORT_HAIR in out and err == ""
+
+    state = rp_json(story.session_id, "inspect", "state")
+    assert state == orjson.loads(orjson.dumps(service.inspect_state(story.provider, story.session_id)))
+    # --json before the subcommand works too.
+    out, _ = rp(story.session_id, "--json", "inspect", "state")
+    assert orjson.loads(out) == state
+
+    earlier = rp_json(story.session_id, "inspect", "state", "--entry", ids["reply"])
+    assert earlier["revision"] == 0 and earlier["state"] == {}
+    assert story.leaf == ids["cut"]
+
+
+def test_inspect_with_an_explicit_provider(story):
+    story.haircut_story()
+    state = rp_json(story.session_id, "inspect", "state", "--provider", story.provider.kind)
+    assert state["revision"] == 1
+
+
+def test_review_list_accept_reject_amend(story):
+    story.select_character()
+    story.user("A wolf!")
+    turn = story.turn(
+        reviews=[
+            review("review-trust", add("/relationship", {"user": {"trust": 0.55}}), "after the rescue"),
+            review("review-fear", add("/fear", "wolves")),
+        ]
+    )
+    out, _ = rp(story.session_id, "review", "list")
+    assert "review-trust  pending   add /relationship = " in out and "after the rescue" in out
+    assert [r["reviewId"] for r in rp_json(story.session_id, "review", "list")] == ["review-trust", "review-fear"]
+
+    out, _ = rp(story.session_id, "review", "amend", "review-trust", '{"user": {"trust": 0.6}}')
+    assert out.startswith("Appended amendment of review review-trust as entry ")
+    result = rp_json(story.session_id, "review", "accept", "review-trust")
+    assert result["entry"]["customType"] == schema.REVIEW_DECISION_TYPE
+    assert result["state"]["state"] == {"relationship": {"user": {"trust": 0.6}}}
+
+    rp(story.session_id, "review", "reject", "review-fear")
+    reviews = rp_json(story.session_id, "review", "list", "--all")
+    assert [(r["reviewId"], r["status"]) for r in reviews] == [
+        ("review-trust", "accepted"),
+        ("review-fear", "rejected"),
+    ]
+    assert rp(story.session_id, "review", "list")[0].strip() == "No reviews."
+
+    # accept --value on another branch of the same pending review
+    story.provider.switch_leaf(story.session_id, turn)
+    result = rp_json(story.session_id, "review", "accept", "review-fear", "--value", '"spiders"')
+    assert result["state"]["state"] == {"fear": "spiders"}
+
+
+# --- writes ---
+
+
+def test_state_correct_appends_a_correction_and_says_the_tree_did_not_move(story):
+    ids = story.haircut_story()
+    payload = orjson.dumps(
+        {"op": "replace", "path": "/appearance/hair", "value": "chin-length", "reason": "misrecorded"}
+    ).decode()
+    out, _ = rp(story.session_id, "state", "correct", payload)
+    assert "Appended correction commit commit-" in out and "session tree was not moved" in out
+    entry = story.entry(story.leaf)
+    assert entry["parentId"] == ids["cut"] and entry["data"]["source"] == "manual-correction"
+
+    result = rp_json(
+        story.session_id, "state", "correct", '{"op":"add","path":"/location","value":"inn","reason":"forgot"}'
+    )
+    assert result["state"]["state"]["location"] == "inn"
+    assert result["state"]["provenance"]["/location"] == result["entry"]["id"]
+
+
+def test_checkpoint_turn_repair_and_archive(story):
+    story.haircut_story()
+    result = rp_json(story.session_id, "checkpoint")
+    assert result["entry"]["customType"] == schema.CHECKPOINT_TYPE
+    assert result["state"]["checkpoint_entry_id"] == result["entry"]["id"]
+
+    story.mark_incomplete("turn-3")
+    out, _ = rp(story.session_id, "turn", "repair", '{"turnId":"turn-3","ops":[{"op":"add","path":"/x","value":1}]}')
+    assert out.startswith("Appended repair of turn turn-3 as entry ")
+    assert "incomplete" not in out
+
+    out, _ = rp(story.session_id, "archive", "--reason", "the end")
+    assert "archived" in out
+    error = rp_error(story.session_id, "state", "correct", '{"op":"add","path":"/y","value":1,"reason":"r"}')
+    assert error.returncode == 4 and error.args[0].startswith("character_archived: ")
+
+
+def test_history_goto_and_fork(story):
+    ids = story.haircut_story()
+    out, _ = rp(story.session_id, "history", "goto", ids["ask_cut"])
+    assert f"Leaf is now {ids['reply']}" in out and "revision 0" in out
+    assert "Will you cut your hair?" in out
+    assert story.leaf == ids["reply"]
+
+    result = rp_json(story.session_id, "history", "fork", ids["cut"], "--position", "at")
+    assert result["session"]["parent_session_id"] == story.session_id
+    assert result["state"]["revision"] == 1
+    assert story.provider.list_entries(result["session"]["session_id"])[-1]["id"] == ids["cut"]
+
+    out, _ = rp(story.session_id, "history", "fork", ids["ask_cut"], "--position", "before")
+    assert out.startswith("Created session ") and f"(parent {story.session_id})" in out
+
+
+# --- errors: one line, non-zero ---
+
+
+def test_bad_input_exits_2_and_appends_nothing(story):
+    story.haircut_story()
+    before = story.entries()
+    cases = [
+        ("state", "correct", "{not json"),
+        ("state", "correct", "[1, 2]"),
+        ("state", "correct", '{"op":"replace","path":"/appearance/hair","value":"long"}'),
+        ("turn", "repair", '{"ops": []}'),
+        ("review", "accept", "review-none"),
+        ("review", "amend", "review-none", "{bad"),
+        ("history", "fork", before[-1]["id"], "--position", "before"),
+    ]
+    for args in cases:
+        error = rp_error(story.session_id, *args)
+        assert error.returncode == 2, args
+    assert "'reason' is required" in str(rp_error(story.session_id, *cases[2]))
+    assert story.entries() == before
+
+
+def test_unknown_session_or_entry_exits_3(story):
+    story.haircut_story()
+    assert rp_error("no-such-session", "inspect", "state").returncode == 3
+    assert rp_error(story.session_id, "history", "goto", "deadbeef").returncode == 3
+    assert rp_error(story.session_id, "inspect", "state", "--entry", "deadbeef").returncode == 3
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (),
+        ("inspect",),
+        ("frobnicate",),
+        ("history", "fork", "abc"),
+        ("history", "fork", "abc", "--position", "after"),
+        ("review", "amend", "review-x"),
+    ],
+)
+def test_usage_errors_are_command_errors(story, args):
+    with pytest.raises(CommandError):
+        rp(story.session_id, *args)
+
+
+# --- the real process exit code ---
+
+
+def subprocess_env() -> dict[str, str]:
+    """Environment for ``manage.py`` in a child process, on this test's database and file root."""
+    env = {**os.environ, "SESSIONTREE_FILE_ROOT": settings.SESSIONTREE_FILE_ROOT}
+    db = connection.settings_dict
+    if connection.vendor == "sqlite":
+        env["SQLITE_PATH"] = db["NAME"]
+        env.pop("DATABASE_URL", None)
+    else:
+        auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+        env["DATABASE_URL"] = f"mysql://{auth}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 3306}/{db['NAME']}"
+    return env
+
+
+@pytest.mark.django_db(transaction=True)
+def test_exit_codes_of_a_real_process():
+    story = Story(get_provider("file"))
+    story.haircut_story()
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "manage.py", "rp", *args],
+            cwd=PROJECT_DIR,
+            env=subprocess_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    ok = run(story.session_id, "inspect", "state", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert orjson.loads(ok.stdout)["state"] == {"appearance": {"hair": SHORT_HAIR}}
+
+    bad = run(story.session_id, "state", "correct", '{"op":"add","path":"/x","value":1}')
+    assert bad.returncode == 2
+    assert bad.stdout == ""
+    [line] = bad.stderr.strip().splitlines()
+    assert line.startswith("CommandError: invalid_roleplay_entry: ") and "'reason' is required" in line
+
+    missing = run("no-such-session", "inspect", "state")
+    assert missing.returncode == 3 and "session_not_found" in missing.stderr
