@@ -322,10 +322,22 @@ class FileSessionTreeProvider(TypedAppends):
             meta.update_row_fields(row, {"status": AgentSession.Status.DELETED})
             return
         path = self.path_for(session_id)
-        row.delete()
+        try:
+            fd: int | None = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            fd = None
+        try:
+            if fd is not None:
+                # Wait for a writer that is mid-append; the file may even be
+                # corrupt, so it is locked but never parsed here.
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            meta.delete_row(row)
+            path.unlink(missing_ok=True)
+        finally:
+            if fd is not None:
+                os.close(fd)
         with _cache_lock:
             _cache.pop(str(path), None)
-        path.unlink(missing_ok=True)
 
     def get_header(self, session_id: str) -> dict[str, Any]:
         self._row(session_id)

@@ -177,3 +177,16 @@ def test_concurrent_appends_form_one_chain(tmp_path):
     # serialized: every entry hangs from the one appended just before it
     assert [e["parentId"] for e in entries] == [None] + [e["id"] for e in entries[:-1]]
     assert provider.get_session("busy")["leaf_entry_id"] == entries[-1]["id"]
+
+
+def test_hard_delete_removes_the_file_even_when_it_is_corrupt(provider):
+    session = provider.create_session(session_id="s1")
+    fork = provider.create_branched_session("s1", None, new_session_id="child")
+    with open(session["session_file"], "wb") as f:
+        f.write(b"garbage, not a session\n")
+    provider.delete_session("s1", hard=True)
+    assert provider.get_session("s1") is None
+    assert not os.path.exists(session["session_file"])
+    # the fork survives, detached from the lineage tree but still naming its source
+    assert provider.get_session("child")["parent_session_id"] == "s1"
+    assert provider.list_entries(fork["session_id"]) == []
