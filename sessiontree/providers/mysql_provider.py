@@ -19,6 +19,7 @@ session meta row (leaf, status, lineage) is the same ``AgentSession`` row.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -63,6 +64,8 @@ RETRY_BASE_SECONDS = 0.005
 ID_ATTEMPTS = 8
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 def is_transient(exc: OperationalError) -> bool:
@@ -157,14 +160,22 @@ class LockedSession:
 _S = rows.quote
 _SESSION_TABLE = _S(AgentSession._meta.db_table)
 # The session row, locked, with its leaf entry's depth and status in the same
-# round trip. (FOR UPDATE also locks that leaf row: harmless, every writer of
-# the session takes the session row first.)
+# round trip. The leaf is read by scalar subqueries, which are plain
+# (non-locking) reads: only the session row is locked, and the leaf row cannot
+# change while it is (every writer of an entry holds the session row first).
+
+
+def _leaf_column_sql(column: str) -> str:
+    return (
+        f"(SELECT e.{_S(column)} FROM {rows.TABLE} e "
+        f"WHERE e.{rows.SESSION_COLUMN} = s.{_S('id')} AND e.{_S('entry_id')} = s.{_S('leaf_entry_id')})"
+    )
+
+
 _LOCK_SQL = (
     f"SELECT s.{_S('id')}, s.{_S('provider')}, s.{_S('status')}, s.{_S('leaf_entry_id')}, "
-    f"s.{_S('root_entry_id')}, s.{_S('entry_count')}, e.{_S('depth')}, e.{_S('status')} "
-    f"FROM {_SESSION_TABLE} s LEFT JOIN {rows.TABLE} e "
-    f"ON e.{rows.SESSION_COLUMN} = s.{_S('id')} AND e.{_S('entry_id')} = s.{_S('leaf_entry_id')} "
-    f"WHERE s.{_S('session_id')} = %s"
+    f"s.{_S('root_entry_id')}, s.{_S('entry_count')}, {_leaf_column_sql('depth')}, {_leaf_column_sql('status')} "
+    f"FROM {_SESSION_TABLE} s WHERE s.{_S('session_id')} = %s"
 )
 _ADVANCE_LEAF_SQL = (
     f"UPDATE {_SESSION_TABLE} SET {_S('leaf_entry_id')} = %s, {_S('entry_count')} = {_S('entry_count')} + %s, "
@@ -192,6 +203,7 @@ class MySQLSessionTreeProvider(TypedAppends):
             except OperationalError as exc:
                 if attempt >= RETRY_ATTEMPTS or not is_transient(exc) or connection.in_atomic_block:
                     raise
+                logger.info("Transaction attempt %d hit a lock conflict (%s); retrying", attempt, exc)
             time.sleep(RETRY_BASE_SECONDS * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5))
 
     def _row(self, session_id: str) -> AgentSession:

@@ -23,6 +23,8 @@ from sessiontree.providers import entry_rows, mysql_provider
 from sessiontree.providers.file_provider import FileSessionTreeProvider
 from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
 
+from .lineage import assert_valid_lineage
+
 
 @pytest.fixture
 def provider(db):
@@ -164,8 +166,12 @@ def test_entry_seq_is_gap_free_even_after_refused_appends(provider):
     with pytest.raises(EntryNotFound):
         provider.append_label_change("s1", "missing", "x")
     provider.append_message("s1", user("b"))
-    streaming = provider.begin_in_flight_entry("s1", {"type": "message", "message": {"role": "assistant", "content": ""}})
-    provider.update_in_flight_entry("s1", streaming["id"], {"message": {"role": "assistant", "content": "ok"}}, complete=True)
+    streaming = provider.begin_in_flight_entry(
+        "s1", {"type": "message", "message": {"role": "assistant", "content": ""}}
+    )
+    provider.update_in_flight_entry(
+        "s1", streaming["id"], {"message": {"role": "assistant", "content": "ok"}}, complete=True
+    )
     provider.append_message("s1", user("c"))
     assert [r.entry_seq for r in rows_of("s1")] == [1, 2, 3, 4]
     assert AgentSession.objects.get(session_id="s1").entry_count == 4
@@ -192,7 +198,9 @@ def test_depth_is_stored_on_insert(provider):
 def test_only_in_flight_rows_can_be_updated_even_by_sql(provider):
     provider.create_session(session_id="s1")
     done = provider.append_message("s1", user("done"))
-    streaming = provider.begin_in_flight_entry("s1", {"type": "message", "message": {"role": "assistant", "content": ""}})
+    streaming = provider.begin_in_flight_entry(
+        "s1", {"type": "message", "message": {"role": "assistant", "content": ""}}
+    )
     assert [r.status for r in rows_of("s1")] == ["completed", "in_flight"]
     completed_row = rows_of("s1")[0]
     with connection.cursor() as cursor:
@@ -214,7 +222,9 @@ def test_only_in_flight_rows_can_be_updated_even_by_sql(provider):
 
 def test_an_in_flight_root_becomes_the_root_when_completed(provider):
     provider.create_session(session_id="s1")
-    streaming = provider.begin_in_flight_entry("s1", {"type": "message", "message": {"role": "assistant", "content": ""}})
+    streaming = provider.begin_in_flight_entry(
+        "s1", {"type": "message", "message": {"role": "assistant", "content": ""}}
+    )
     assert provider.get_session("s1")["root_entry_id"] is None
     provider.update_in_flight_entry("s1", streaming["id"], {}, complete=True)
     assert provider.get_session("s1")["root_entry_id"] == streaming["id"]
@@ -411,37 +421,6 @@ def test_other_errors_and_errors_inside_a_caller_transaction_are_not_retried(tra
 
 
 # --- lineage --------------------------------------------------------------------------
-
-
-def assert_valid_lineage():
-    """Every MPTT field agrees with the parent links."""
-    rows = {r.pk: r for r in AgentSession.objects.all()}
-    children = {pk: [] for pk in rows}
-    for row in rows.values():
-        if row.parent_id is not None:
-            children[row.parent_id].append(row.pk)
-    roots = [r for r in rows.values() if r.parent_id is None]
-    assert len({r.tree_id for r in roots}) == len(roots), "two lineage roots share a tree_id"
-
-    def subtree(pk):
-        found, stack = [], [pk]
-        while stack:
-            current = stack.pop()
-            found.append(current)
-            stack.extend(children[current])
-        return found
-
-    for row in rows.values():
-        descendants = subtree(row.pk)
-        assert row.rght - row.lft + 1 == 2 * len(descendants), row.session_id
-        for pk in descendants:
-            assert rows[pk].tree_id == row.tree_id
-            assert row.lft <= rows[pk].lft < rows[pk].rght <= row.rght
-        if row.parent_id is not None:
-            assert row.level == rows[row.parent_id].level + 1
-        else:
-            assert row.level == 0 and row.lft == 1
-        assert {d.pk for d in row.get_descendants()} == set(descendants) - {row.pk}
 
 
 def test_forks_form_a_lineage_tree(provider):
