@@ -15,7 +15,7 @@ provider writes (NaN → ``null``, compact, key order kept).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -265,11 +265,3 @@ def in_list(count: int) -> str:
 
 def decode_rows(rows: Iterable[Sequence[Any]]) -> list[Entry]:
     return [decode_row(row) for row in rows]
-
-
-def entries_by_id(rows: Iterable[Sequence[Any]]) -> Mapping[str, Entry]:
-    decoded: dict[str, Entry] = {}
-    for row in rows:
-        entry = decode_row(row)
-        decoded[row[COLUMN_INDEX["entry_id"]]] = entry
-    return decoded

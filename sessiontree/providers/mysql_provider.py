@@ -2,17 +2,19 @@
 
 Same semantics as the ``file`` provider (the contract suite proves it); the
 session meta row (leaf, status, lineage) is the same ``AgentSession`` row.
+docs/mysql-provider.md explains the schema, the codec and the locking.
 
-- Appends run in one transaction that row-locks the session
+- Every write runs in one transaction that first row-locks the session
   (``SELECT … FOR UPDATE``; SQLite serializes writers itself), so two writers
   never attach to the same leaf by accident and ``entry_seq`` =
   ``entry_count + 1`` stays gap-free and unique. Deadlocks and lock-wait
   timeouts (MySQL 1213/1205) are retried with jittered backoff.
-- An append costs the same at any depth: one indexed query answers every
-  "does this id exist" question of validation plus the leaf's depth and
-  status; nothing else of the session is read.
-- A path read fetches the ``(entry_id, parent_entry_id)`` skeleton, walks it,
-  then loads only the path's payloads (IN lists of at most 1,000 ids).
+- An append costs the same at any depth: the locking query also returns the
+  leaf's depth and status; only ids the entry names (a label's target, a
+  compaction's first kept entry, an explicit id) are looked up, by index; a
+  generated id is left to the unique constraint.
+- A path read fetches the ``(entry_id, parent_entry_id, entry_seq)`` skeleton
+  from a covering index, walks it, then loads only the path's payloads.
 - Completed rows are immutable: the one UPDATE of an entry has
   ``status = 'in_flight'`` in its WHERE clause.
 """
@@ -159,19 +161,21 @@ class LockedSession:
 
 _S = rows.quote
 _SESSION_TABLE = _S(AgentSession._meta.db_table)
-# The session row, locked, with its leaf entry's depth and status in the same
-# round trip. The leaf is read by scalar subqueries, which are plain
-# (non-locking) reads: only the session row is locked, and the leaf row cannot
-# change while it is (every writer of an entry holds the session row first).
 
 
 def _leaf_column_sql(column: str) -> str:
+    """A column of the session's leaf entry, as a scalar subquery: a plain
+    (non-locking) read, so only the session row is locked; the leaf row cannot
+    change meanwhile, since every writer of an entry holds the session row.
+    (A LEFT JOIN would lock the leaf row too, and MariaDB may take that lock
+    before the session row's, during optimization.)"""
     return (
         f"(SELECT e.{_S(column)} FROM {rows.TABLE} e "
         f"WHERE e.{rows.SESSION_COLUMN} = s.{_S('id')} AND e.{_S('entry_id')} = s.{_S('leaf_entry_id')})"
     )
 
 
+# The session row and its leaf's depth and status, in one round trip.
 _LOCK_SQL = (
     f"SELECT s.{_S('id')}, s.{_S('provider')}, s.{_S('status')}, s.{_S('leaf_entry_id')}, "
     f"s.{_S('root_entry_id')}, s.{_S('entry_count')}, {_leaf_column_sql('depth')}, {_leaf_column_sql('status')} "
