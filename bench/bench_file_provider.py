@@ -63,7 +63,9 @@ def main() -> None:
         small = median_append_ms(provider, "small", args.samples)
         large = median_append_ms(provider, "large", args.samples)
         size_mb = os.path.getsize(Path(tmp) / "sessions" / "large.jsonl") / 1e6
-        print(f"filled {args.large} entries in {fill_s:.2f} s ({args.large / fill_s:.0f} appends/s), file {size_mb:.1f} MB")
+        print(
+            f"filled {args.large} entries in {fill_s:.2f} s ({args.large / fill_s:.0f} appends/s), file {size_mb:.1f} MB"
+        )
         print(f"median append at 10 entries:     {small:.3f} ms")
         print(f"median append at {args.large} entries: {large:.3f} ms")
         print(f"ratio large/small: {large / small:.2f} (flat means close to 1.0)")

@@ -147,6 +147,9 @@ class LineageLock(models.Model):
 
     name = models.CharField(max_length=32, unique=True)
 
+    def __str__(self) -> str:
+        return self.name
+
 
 class AuditRecord(models.Model):
     """Who did what to which session, from the admin, the API or a command."""

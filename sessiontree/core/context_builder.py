@@ -12,7 +12,7 @@ messages; labels, session info, custom entries and settings never do.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from .errors import CorruptSessionTree, EntryNotFound
@@ -53,8 +53,8 @@ def iso_to_epoch_ms(timestamp: Any) -> int | None:
     if parsed.tzinfo is None:
         # JavaScript's Date reads a zone-less date-time as local time; our
         # servers run in UTC, so UTC is the faithful reading.
-        parsed = parsed.replace(tzinfo=timezone.utc)
-    return int(round(parsed.timestamp() * 1000))
+        parsed = parsed.replace(tzinfo=UTC)
+    return round(parsed.timestamp() * 1000)
 
 
 def compaction_summary_message(entry: Entry) -> dict[str, Any]:

@@ -72,9 +72,8 @@ def validate_entry_shape(entry: Any, by_id: Mapping[str, Entry]) -> None:
             raise EntryNotFound(f"Entry {entry['targetId']} not found (label target)")
         if entry.get("label") is not None and not isinstance(entry.get("label"), str):
             raise InvalidEntry("label must be a string, or null to clear")
-    elif entry_type == "session_info":
-        if entry.get("name") is not None and not isinstance(entry.get("name"), str):
-            raise InvalidEntry("session_info name must be a string")
+    elif entry_type == "session_info" and entry.get("name") is not None and not isinstance(entry.get("name"), str):
+        raise InvalidEntry("session_info name must be a string")
 
 
 def prepare_new_entry(entry: Any, *, leaf_id: str | None, by_id: Mapping[str, Entry]) -> Entry:

@@ -11,7 +11,7 @@ import gc
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ FileEntry = dict[str, Any]
 
 def now_iso() -> str:
     """Current UTC time as Pi writes it: ``2026-04-19T00:00:00.000Z``."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
@@ -196,7 +196,9 @@ def append_lines(fd: int, lines: Iterable[bytes], *, fsync: bool = False) -> int
     return size + len(payload)
 
 
-def write_new_session_file(path: str | os.PathLike[str], file_entries: Sequence[FileEntry], *, fsync: bool = False) -> None:
+def write_new_session_file(
+    path: str | os.PathLike[str], file_entries: Sequence[FileEntry], *, fsync: bool = False
+) -> None:
     """Create a session file that must not exist yet (``O_EXCL``)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
     try:

@@ -8,7 +8,7 @@ them; they add no runtime cost. ``total=False`` marks Pi's optional keys.
 # No ``from __future__ import annotations`` here: under it Python 3.11 cannot see
 # ``NotRequired`` at run time and reports every key as required.
 
-from typing import Any, Literal, NotRequired, TypedDict, Union
+from typing import Any, Literal, NotRequired, TypedDict
 
 CURRENT_SESSION_VERSION = 3
 
@@ -112,17 +112,17 @@ class SessionInfoEntry(SessionEntryBase):
     name: NotRequired[str]
 
 
-SessionTreeEntry = Union[
-    SessionMessageEntry,
-    ThinkingLevelChangeEntry,
-    ModelChangeEntry,
-    CompactionEntry,
-    BranchSummaryEntry,
-    CustomEntry,
-    CustomMessageEntry,
-    LabelEntry,
-    SessionInfoEntry,
-]
+SessionTreeEntry = (
+    SessionMessageEntry
+    | ThinkingLevelChangeEntry
+    | ModelChangeEntry
+    | CompactionEntry
+    | BranchSummaryEntry
+    | CustomEntry
+    | CustomMessageEntry
+    | LabelEntry
+    | SessionInfoEntry
+)
 # Entries are handled as plain dicts everywhere; this alias is what signatures use.
 Entry = dict[str, Any]
 

@@ -93,4 +93,3 @@ class TypedAppends:
 
     def append_session_info(self, session_id: str, name: str) -> Entry:
         return self.append_entry(session_id, build.session_info_entry(name))
-

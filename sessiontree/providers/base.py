@@ -68,7 +68,9 @@ class SessionTreeProvider(Protocol):
 
     def get_entry(self, session_id: str, entry_id: str) -> Entry: ...
 
-    def append_entry(self, session_id: str, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET) -> Entry: ...
+    def append_entry(
+        self, session_id: str, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET
+    ) -> Entry: ...
 
     def append_message(
         self, session_id: str, message: dict[str, Any], *, expected_leaf_id: str | None | _Unset = UNSET

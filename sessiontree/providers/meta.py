@@ -68,7 +68,9 @@ def get_row(session_id: str, *, provider: str | None = None, for_update: bool = 
     except AgentSession.DoesNotExist:
         raise SessionNotFound(f"Session {session_id} not found") from None
     if provider is not None and row.provider != provider:
-        raise SessionNotFound(f"Session {session_id} not found in the {provider} provider (it is a {row.provider} session)")
+        raise SessionNotFound(
+            f"Session {session_id} not found in the {provider} provider (it is a {row.provider} session)"
+        )
     return row
 
 
@@ -164,7 +166,9 @@ def delete_row(row: AgentSession) -> None:
         AgentSession.objects.get(pk=row.pk).delete()
 
 
-def set_leaf(row: AgentSession, leaf_entry_id: str | None, *, appended: int = 0, root_entry_id: str | None = None) -> None:
+def set_leaf(
+    row: AgentSession, leaf_entry_id: str | None, *, appended: int = 0, root_entry_id: str | None = None
+) -> None:
     """Move the leaf (and count appended entries) with one UPDATE."""
     changes: dict[str, Any] = {"leaf_entry_id": leaf_entry_id}
     if appended:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from sessiontree.core.context_builder import build_session_context
+from sessiontree.core.errors import SessionClosed
 from sessiontree.providers.base import (
     EntryNotFound,
     ImmutableEntry,
@@ -19,7 +20,6 @@ from sessiontree.providers.base import (
     SessionNotFound,
     SessionTreeProvider,
 )
-from sessiontree.core.errors import SessionClosed
 
 
 def user(text):
@@ -153,7 +153,10 @@ def test_unknown_fields_and_unicode_survive(provider):
     provider.create_session(session_id="s1")
     message = {
         "role": "assistant",
-        "content": [{"type": "text", "text": "héllo 🌳 世界"}, {"type": "toolCall", "id": "t1", "name": "read", "arguments": {"path": "a"}}],
+        "content": [
+            {"type": "text", "text": "héllo 🌳 世界"},
+            {"type": "toolCall", "id": "t1", "name": "read", "arguments": {"path": "a"}},
+        ],
         "provider": "anthropic",
         "model": "claude",
         "usage": {"input": 3, "output": 5, "cost": {"total": 0.0001}},
@@ -161,7 +164,9 @@ def test_unknown_fields_and_unicode_survive(provider):
         "timestamp": 1763681630793,
         "futureField": {"nested": [1, 2.5, None, True]},
     }
-    entry = provider.append_entry("s1", {"type": "message", "message": message, "sourceRuntime": "pi-0.58", "x-extra": [1]})
+    entry = provider.append_entry(
+        "s1", {"type": "message", "message": message, "sourceRuntime": "pi-0.58", "x-extra": [1]}
+    )
     (stored,) = provider.list_entries("s1")
     assert stored == entry
     assert stored["message"] == message
@@ -274,14 +279,18 @@ def test_expected_leaf_guards_appends(provider):
 def test_in_flight_entries(provider):
     provider.create_session(session_id="s1")
     u = provider.append_message("s1", user("q"))
-    streaming = provider.begin_in_flight_entry("s1", {"type": "message", "message": {"role": "assistant", "content": ""}})
+    streaming = provider.begin_in_flight_entry(
+        "s1", {"type": "message", "message": {"role": "assistant", "content": ""}}
+    )
     assert streaming["parentId"] == u["id"]
     assert provider.get_session("s1")["leaf_entry_id"] == streaming["id"]
     with pytest.raises(LeafConflict):
         provider.append_message("s1", user("too early"))
     with pytest.raises(LeafConflict):
         provider.switch_leaf("s1", u["id"])
-    partial = provider.update_in_flight_entry("s1", streaming["id"], {"message": {"role": "assistant", "content": "Hel"}})
+    partial = provider.update_in_flight_entry(
+        "s1", streaming["id"], {"message": {"role": "assistant", "content": "Hel"}}
+    )
     assert partial["message"]["content"] == "Hel"
     assert provider.list_entries("s1")[-1]["message"]["content"] == "Hel"
     with pytest.raises(InvalidEntry):

@@ -150,4 +150,6 @@ def test_a_leaf_missing_from_the_entries_is_an_error():
 
     session = {"session_id": "s", "leaf_entry_id": "ghost"}
     with pytest.raises(EntryNotFound, match="ghost"):
-        build_snapshot(session, [{"type": "message", "id": "a", "parentId": None, "timestamp": "", "message": {"role": "user"}}])
+        build_snapshot(
+            session, [{"type": "message", "id": "a", "parentId": None, "timestamp": "", "message": {"role": "user"}}]
+        )

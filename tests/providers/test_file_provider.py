@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 import orjson
 import pytest
@@ -22,7 +23,7 @@ def provider(db, tmp_path):
 
 
 def read_lines(path):
-    return [orjson.loads(line) for line in open(path, "rb").read().splitlines() if line.strip()]
+    return [orjson.loads(line) for line in Path(path).read_bytes().splitlines() if line.strip()]
 
 
 def test_one_jsonl_file_with_the_header_first(provider):
@@ -40,10 +41,10 @@ def test_an_append_adds_exactly_one_line_and_rewrites_nothing(provider):
     for i in range(5):
         provider.append_message("s1", {"role": "user", "content": f"m{i}"})
     path = session["session_file"]
-    before = open(path, "rb").read()
+    before = Path(path).read_bytes()
     inode = os.stat(path).st_ino
     entry = provider.append_message("s1", {"role": "user", "content": "last"})
-    after = open(path, "rb").read()
+    after = Path(path).read_bytes()
     assert after.startswith(before)
     assert after[len(before) :] == serialize_line(entry)
     assert os.stat(path).st_ino == inode
@@ -66,7 +67,13 @@ def test_appends_from_elsewhere_are_read_from_the_tail(provider):
     session = provider.create_session(session_id="s1")
     a = provider.append_message("s1", {"role": "user", "content": "a"})
     assert provider.list_entries("s1") == [a]  # cached now
-    foreign = {"type": "custom", "id": "ext00001", "parentId": a["id"], "timestamp": "2026-01-01T00:00:00.000Z", "customType": "x"}
+    foreign = {
+        "type": "custom",
+        "id": "ext00001",
+        "parentId": a["id"],
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "customType": "x",
+    }
     with open(session["session_file"], "ab") as f:
         f.write(serialize_line(foreign))
     assert provider.list_entries("s1") == [a, foreign]
@@ -79,8 +86,18 @@ def test_v1_pi_file_is_migrated_once_and_ids_stay_stable(provider):
     lines = [
         {"type": "session", "id": "pi1", "timestamp": "2025-01-01T00:00:00.000Z", "cwd": "/w", "provider": "anthropic"},
         {"type": "message", "timestamp": "2025-01-01T00:00:01.000Z", "message": {"role": "user", "content": "a"}},
-        {"type": "message", "timestamp": "2025-01-01T00:00:02.000Z", "message": {"role": "hookMessage", "content": "h"}},
-        {"type": "compaction", "timestamp": "2025-01-01T00:00:03.000Z", "summary": "s", "firstKeptEntryIndex": 2, "tokensBefore": 9},
+        {
+            "type": "message",
+            "timestamp": "2025-01-01T00:00:02.000Z",
+            "message": {"role": "hookMessage", "content": "h"},
+        },
+        {
+            "type": "compaction",
+            "timestamp": "2025-01-01T00:00:03.000Z",
+            "summary": "s",
+            "firstKeptEntryIndex": 2,
+            "tokensBefore": 9,
+        },
     ]
     path.write_bytes(b"".join(serialize_line(x) for x in lines))
     session = provider.register_existing_file("pi1")
@@ -133,7 +150,9 @@ def test_in_flight_entry_stays_out_of_the_file_until_completed(provider):
     session = provider.create_session(session_id="s1")
     provider.append_message("s1", {"role": "user", "content": "q"})
     size = os.path.getsize(session["session_file"])
-    streaming = provider.begin_in_flight_entry("s1", {"type": "message", "message": {"role": "assistant", "content": ""}})
+    streaming = provider.begin_in_flight_entry(
+        "s1", {"type": "message", "message": {"role": "assistant", "content": ""}}
+    )
     for part in ["a", "ab", "abc"]:
         provider.update_in_flight_entry("s1", streaming["id"], {"message": {"role": "assistant", "content": part}})
     assert os.path.getsize(session["session_file"]) == size
