@@ -193,8 +193,13 @@ def navigate_tree(
     _check_leaf_unchanged(provider, session_id, old_leaf_id)
     summary_entry: Entry | None = None
     if branch is not None:
+        # Pi's fromId names the new position; the leaf being abandoned goes in
+        # details, so the summary still says which branch it describes.
         summary_entry = provider.append_branch_summary(
-            session_id, branch_from_entry_id=new_leaf_id, summary=branch.summary, details=branch.details
+            session_id,
+            branch_from_entry_id=new_leaf_id,
+            summary=branch.summary,
+            details={**branch.details, "abandonedLeafId": old_leaf_id},
         )
     elif new_leaf_id is None:
         provider.reset_leaf(session_id)

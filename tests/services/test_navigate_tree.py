@@ -145,6 +145,8 @@ def test_branch_summary_between_branches(tree):
     # Attached at the new position; Pi stores that position as fromId too.
     assert summary["parentId"] == tree.a3["id"]
     assert summary["fromId"] == tree.a3["id"]
+    # ...and the abandoned leaf is recorded in details
+    assert summary["details"]["abandonedLeafId"] == tree.a4["id"]
     assert result["leaf_entry_id"] == summary["id"] == leaf(p)
     assert p.list_entries("s1")[-1] == summary
 
@@ -168,7 +170,11 @@ def test_branch_summary_leaves_out_tool_results_and_lists_files(tree):
     result = navigate_tree(p, "s1", tree.a4["id"], summarize=True, summarizer=summarizer)
     (request,) = summarizer.requests
     assert list(request.messages) == [tree.u2["message"], tree.a2["message"], tree.a3["message"]]
-    assert result["summary_entry"]["details"] == {"readFiles": ["a.py"], "modifiedFiles": []}
+    assert result["summary_entry"]["details"] == {
+        "readFiles": ["a.py"],
+        "modifiedFiles": [],
+        "abandonedLeafId": tree.a3["id"],
+    }
     assert result["summary_entry"]["summary"].endswith("<read-files>\na.py\n</read-files>")
 
 
