@@ -450,16 +450,7 @@ class FileSessionTreeProvider(TypedAppends):
             else:
                 path = walk_to_root(by_id[leaf_entry_id], by_id)
             copied = build_branched_entries(path, resolve_latest_labels(entries))
-        return self.create_session(
-            session_id=new_session_id,
-            cwd=fields.pop("cwd", source.cwd or None),
-            agent_id=fields.pop("agent_id", source.agent_id),
-            user_id=fields.pop("user_id", source.user_id),
-            title=fields.pop("title", None),
-            parent_session_id=session_id,
-            metadata=fields.pop("metadata", None),
-            entries=copied,
-        )
+        return self.create_session(session_id=new_session_id, entries=copied, **meta.fork_fields(source, fields))
 
     # --- reads ------------------------------------------------------------------
     def get_active_path(self, session_id: str, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]:

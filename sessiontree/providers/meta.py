@@ -121,6 +121,22 @@ def create_row(
     return row
 
 
+def fork_fields(source: AgentSession, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``create_session`` arguments for a fork of ``source``: its cwd, agent
+    and user unless overridden, and ``source`` as the parent."""
+    unknown = set(overrides) - {"cwd", "agent_id", "user_id", "title", "metadata"}
+    if unknown:
+        raise InvalidEntry(f"Unknown fork option(s): {', '.join(sorted(unknown))}")
+    return {
+        "cwd": overrides.get("cwd", source.cwd or None),
+        "agent_id": overrides.get("agent_id", source.agent_id),
+        "user_id": overrides.get("user_id", source.user_id),
+        "title": overrides.get("title"),
+        "metadata": overrides.get("metadata"),
+        "parent_session_id": source.session_id,
+    }
+
+
 def resolve_parent(parent_session_id: str | None) -> AgentSession | None:
     """The lineage parent for a header's ``parentSession``: a session id, or a
     Pi file path whose file name ends in the session id."""

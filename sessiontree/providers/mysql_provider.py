@@ -567,16 +567,7 @@ class MySQLSessionTreeProvider(TypedAppends):
             path = self._path(source, leaf_entry_id)
             labels = resolve_latest_labels(self._select_entries(source.pk, " AND type = %s", ["label"]))
             copied = build_branched_entries(path, labels)
-        return self.create_session(
-            session_id=new_session_id,
-            cwd=fields.pop("cwd", source.cwd or None),
-            agent_id=fields.pop("agent_id", source.agent_id),
-            user_id=fields.pop("user_id", source.user_id),
-            title=fields.pop("title", None),
-            parent_session_id=session_id,
-            metadata=fields.pop("metadata", None),
-            entries=copied,
-        )
+        return self.create_session(session_id=new_session_id, entries=copied, **meta.fork_fields(source, fields))
 
     # --- reads ----------------------------------------------------------------------
     def get_active_path(self, session_id: str, leaf_entry_id: str | _Unset | None = UNSET) -> list[Entry]:
