@@ -5,14 +5,8 @@ untouched."""
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
@@ -20,60 +14,15 @@ from sessiontree.core.compaction import CompactionSettings
 from sessiontree.core.errors import SummarizerError
 from sessiontree.services import compact_session, navigate_tree
 from sessiontree.summarizers import OpenAICompatibleSummarizer
+from tests.fake_openai import FakeOpenAI, completion, serve_fake_openai
 
 from .session_builders import assistant, snapshot_state, user, words
-
-Reply = tuple[int, bytes, float]  # status, body, seconds to wait before answering
-
-
-def completion(content: str) -> bytes:
-    return json.dumps(
-        {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]}
-    ).encode()
-
-
-@dataclass
-class FakeOpenAI:
-    url: str = ""
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    reply: Callable[[dict[str, Any]], Reply] = lambda body: (200, completion("## Goal\n- ship it"), 0.0)
 
 
 @pytest.fixture
 def fake_openai() -> Iterator[FakeOpenAI]:
-    state = FakeOpenAI()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"{}")
-            state.requests.append({"path": self.path, "body": body})
-            status, payload, delay = state.reply(body)
-            if delay:
-                time.sleep(delay)
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client already gave up (timeout case)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serve_fake_openai(lambda body: (200, completion("## Goal\n- ship it"), 0.0)) as server:
+        yield server
 
 
 def http_summarizer(fake: FakeOpenAI, timeout: float = 5.0) -> OpenAICompatibleSummarizer:

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,64 +14,13 @@ from sessiontree.core.compaction import CompactionSettings, prepare_compaction
 from sessiontree.core.errors import SummarizerError
 from sessiontree.summarizers import OpenAICompatibleSummarizer, SummaryRequest, generate_compaction_summary
 from sessiontree.summarizers.prompts import SYSTEM_PROMPT
-
-Reply = tuple[int, bytes, float]  # status, body, delay before answering
-
-
-def completion(content: Any, finish_reason: str = "stop") -> bytes:
-    return json.dumps(
-        {
-            "id": "cmpl-1",
-            "object": "chat.completion",
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish_reason}
-            ],
-        }
-    ).encode()
-
-
-@dataclass
-class FakeServer:
-    url: str
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    reply: Callable[[dict[str, Any]], Reply] = lambda body: (200, completion("SUMMARY"), 0.0)
+from tests.fake_openai import FakeOpenAI, Reply, completion, serve_fake_openai
 
 
 @pytest.fixture
-def fake_server() -> Iterator[FakeServer]:
-    state = FakeServer(url="")
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = json.loads(self.rfile.read(length) or b"{}")
-            state.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-            status, payload, delay = state.reply(body)
-            if delay:
-                time.sleep(delay)
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (timeout test)
-
-        def log_message(self, *args: Any) -> None:  # keep test output quiet
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    state.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
-        yield state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+def fake_server() -> Iterator[FakeOpenAI]:
+    with serve_fake_openai() as server:
+        yield server
 
 
 def request(**overrides: Any) -> SummaryRequest:
