@@ -4,14 +4,19 @@ One POST to ``{base_url}/chat/completions`` per summary, with the standard
 library's HTTP client (no extra dependency). Every way the call can fail —
 server unreachable, timeout, HTTP error status, a reply that is not the
 expected JSON, an empty or cut-off answer — raises ``SummarizerError`` with a
-message that says which, and never returns partial text.
+message that says which, and never returns partial text. The API key never
+appears in an error: it is masked wherever a server echoes it back, and the
+URL shown in messages drops any user info and query string.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import math
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Mapping
 from typing import Any
@@ -54,10 +59,22 @@ class OpenAICompatibleSummarizer:
             raise SummarizerError("The OpenAI-compatible summarizer needs a base URL")
         if not model:
             raise SummarizerError("The OpenAI-compatible summarizer needs a model name")
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise SummarizerError(
+                f"The OpenAI-compatible summarizer needs an http(s) base URL with a host, got {_public_url(base_url)!r}"
+            )
+        try:
+            seconds = float(timeout)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        # The socket refuses a negative or infinite timeout, and 0 would make it non-blocking.
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise SummarizerError(f"The summarizer timeout must be a positive number of seconds, got {timeout!r}")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key or None
-        self.timeout = float(timeout)
+        self.timeout = seconds
         self.temperature = temperature
         self.extra_headers = dict(extra_headers or {})
 
@@ -67,7 +84,14 @@ class OpenAICompatibleSummarizer:
 
     def __repr__(self) -> str:
         # Never show the API key.
-        return f"OpenAICompatibleSummarizer(endpoint={self.endpoint!r}, model={self.model!r}, timeout={self.timeout})"
+        return (
+            f"OpenAICompatibleSummarizer(endpoint={_public_url(self.endpoint)!r}, "
+            f"model={self.model!r}, timeout={self.timeout})"
+        )
+
+    def _masked(self, text: str) -> str:
+        """``text`` with the API key masked: servers often quote a rejected key back."""
+        return text.replace(self.api_key, "***") if self.api_key else text
 
     def build_payload(self, request: SummaryRequest) -> dict[str, Any]:
         payload: dict[str, Any] = {
@@ -86,23 +110,42 @@ class OpenAICompatibleSummarizer:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         http_request = urllib.request.Request(self.endpoint, data=body, headers=headers, method="POST")
-        where = f"{self.endpoint} (model {self.model})"
+        where = f"{_public_url(self.endpoint)} (model {self.model})"
+        cause: BaseException
         try:
             with urllib.request.urlopen(http_request, timeout=self.timeout) as response:
                 raw = response.read()
         except urllib.error.HTTPError as error:
-            raise SummarizerError(
-                f"Summarizer at {where} answered HTTP {error.code}: {_error_detail(error)}"
-            ) from error
+            cause, message = error, f"Summarizer at {where} answered HTTP {error.code}: {_error_detail(error)}"
         except urllib.error.URLError as error:
+            cause = error
             if _is_timeout(error.reason):
-                raise SummarizerError(f"Summarizer at {where} timed out after {self.timeout:g}s") from error
-            raise SummarizerError(f"Summarizer at {where} is unreachable: {error.reason}") from error
+                message = f"Summarizer at {where} timed out after {self.timeout:g}s"
+            else:
+                message = f"Summarizer at {where} is unreachable: {error.reason}"
         except TimeoutError as error:
-            raise SummarizerError(f"Summarizer at {where} timed out after {self.timeout:g}s") from error
+            cause, message = error, f"Summarizer at {where} timed out after {self.timeout:g}s"
         except OSError as error:
-            raise SummarizerError(f"Summarizer at {where} is unreachable: {error}") from error
-        return _summary_from_reply(raw, where)
+            cause, message = error, f"Summarizer at {where} is unreachable: {error}"
+        except http.client.HTTPException as error:
+            # Not HTTP at all (BadStatusLine), or a body cut short (IncompleteRead).
+            cause = error
+            message = f"Summarizer at {where} sent an invalid HTTP reply ({type(error).__name__})"
+        else:
+            return _summary_from_reply(raw, where)
+        raise SummarizerError(self._masked(message)) from cause
+
+
+def _public_url(url: str) -> str:
+    """``url`` fit for a message: no user info (a password) and no query (a key parameter)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        netloc = parts.hostname or ""
+        if parts.port is not None:
+            netloc += f":{parts.port}"
+    except ValueError:
+        return "(unparsable URL)"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _error_detail(error: urllib.error.HTTPError) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -12,7 +13,12 @@ import pytest
 
 from sessiontree.core.compaction import CompactionSettings, prepare_compaction
 from sessiontree.core.errors import SummarizerError
-from sessiontree.summarizers import OpenAICompatibleSummarizer, SummaryRequest, generate_compaction_summary
+from sessiontree.summarizers import (
+    OpenAICompatibleSummarizer,
+    SummaryRequest,
+    generate_compaction_summary,
+    get_summarizer,
+)
 from sessiontree.summarizers.prompts import SYSTEM_PROMPT
 from tests.fake_openai import FakeOpenAI, Reply, completion, serve_fake_openai
 
@@ -158,3 +164,82 @@ def test_a_failed_split_turn_compaction_produces_no_summary(fake_server) -> None
     with pytest.raises(SummarizerError, match="prefix failed"):
         generate_compaction_summary(summarizer, preparation)
     assert len(fake_server.requests) == 2
+
+
+def test_a_key_the_server_quotes_back_is_masked(fake_server) -> None:
+    # Real servers quote a rejected key in their 401 body.
+    body = json.dumps({"error": {"message": "Incorrect API key provided: sk-live-123456"}}).encode()
+    fake_server.reply = lambda body_sent: (401, body, 0.0)
+    summarizer = OpenAICompatibleSummarizer(base_url=fake_server.url, model="tiny", api_key="sk-live-123456", timeout=5)
+    with pytest.raises(SummarizerError, match=r"HTTP 401: Incorrect API key provided: \*\*\*") as caught:
+        summarizer.summarize(request())
+    assert "sk-live-123456" not in str(caught.value)
+
+
+def test_credentials_in_the_base_url_are_never_shown() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    summarizer = OpenAICompatibleSummarizer(
+        base_url=f"http://user:pw-secret@127.0.0.1:{port}/v1?key=q-secret", model="tiny", timeout=2
+    )
+    with pytest.raises(SummarizerError, match="unreachable") as caught:
+        summarizer.summarize(request())
+    assert "secret" not in str(caught.value) and "secret" not in repr(summarizer)
+    assert f"127.0.0.1:{port}/v1" in str(caught.value)
+
+
+def one_shot_raw_server(raw_reply: bytes) -> tuple[socket.socket, threading.Thread]:
+    """A socket server that answers one request with ``raw_reply`` (not necessarily HTTP) and hangs up."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def answer() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(65536)
+            connection.sendall(raw_reply)
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    return listener, thread
+
+
+@pytest.mark.parametrize(
+    "raw_reply",
+    [b"garbage, not HTTP\r\n\r\n", b'HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{"choices"'],
+    ids=["not-http", "cut-short"],
+)
+def test_a_reply_that_is_not_valid_http_is_a_summarizer_error(raw_reply) -> None:
+    listener, thread = one_shot_raw_server(raw_reply)
+    with listener:
+        port = listener.getsockname()[1]
+        summarizer = OpenAICompatibleSummarizer(base_url=f"http://127.0.0.1:{port}/v1", model="tiny", timeout=5)
+        # Before: http.client's BadStatusLine / IncompleteRead escaped untyped.
+        with pytest.raises(SummarizerError, match=rf"127.0.0.1:{port}/v1/chat/completions"):
+            summarizer.summarize(request())
+        thread.join(timeout=5)
+
+
+@pytest.mark.parametrize("base_url", ["ftp://127.0.0.1/v1", "not a url", "http:///v1"])
+def test_a_base_url_that_is_not_http_is_refused_up_front(base_url) -> None:
+    with pytest.raises(SummarizerError, match="http"):
+        OpenAICompatibleSummarizer(base_url=base_url, model="m")
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("inf"), float("nan"), "soon"])
+def test_a_timeout_the_socket_cannot_use_is_refused_up_front(timeout) -> None:
+    with pytest.raises(SummarizerError, match="timeout must be a positive number"):
+        OpenAICompatibleSummarizer(base_url="http://127.0.0.1:1/v1", model="m", timeout=timeout)
+
+
+def test_the_configured_timeout_bounds_a_slow_server(settings, fake_server) -> None:
+    settings.SESSIONTREE_OPENAI_BASE_URL = fake_server.url
+    settings.SESSIONTREE_OPENAI_TIMEOUT = 0.3
+    fake_server.reply = lambda body: (200, completion("late"), 2.0)
+    summarizer = get_summarizer("openai")
+    started = time.monotonic()
+    with pytest.raises(SummarizerError, match=r"timed out after 0.3s"):
+        summarizer.summarize(request())
+    assert time.monotonic() - started < 1.5
