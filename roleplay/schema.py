@@ -22,6 +22,7 @@ import secrets
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
+import orjson
 from jsonpointer import JsonPointer, JsonPointerException
 
 from sessiontree.core.errors import InvalidEntry
@@ -175,9 +176,16 @@ def _require_json_pointer(value: Any, where: str, what: str) -> str:
 
 
 def require_json_value(value: Any, where: str, what: str = "value") -> Any:
-    """Reject what a JSON file could not hold (sets, NaN, objects…) before it is stored."""
+    """Reject what a JSON file could not hold (sets, NaN, objects…) before it is stored.
+
+    Both checks are needed: ``json`` refuses NaN (orjson would write null), and
+    orjson — the providers' codec — refuses integers beyond 64 bits and
+    non-string keys, which ``json`` would accept and the append would then
+    fail on with a bare ``TypeError``.
+    """
     try:
         json.dumps(value, allow_nan=False)
+        orjson.dumps(value)
     except (TypeError, ValueError) as exc:
         raise _fail(where, f"{what} is not plain JSON ({exc})") from None
     return value

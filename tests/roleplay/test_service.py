@@ -269,6 +269,21 @@ def test_bad_review_decisions_are_refused_and_nothing_is_appended(story):
     assert appended_nothing(story, before)
 
 
+@pytest.mark.parametrize("value", [2**64, -(2**63) - 1, {"user": {1: "int key"}}])
+def test_values_the_storage_codec_refuses_are_typed_errors_not_crashes(story, value):
+    # Plain `json` takes these; the providers' orjson codec does not, and used
+    # to fail the append with a bare TypeError.
+    rescue_with_review(story)
+    before = story.entries()
+    with pytest.raises(RoleplayValidationError, match="not plain JSON"):
+        service.amend_review(story.provider, story.session_id, "review-trust", value)
+    with pytest.raises(RoleplayValidationError, match="not plain JSON"):
+        service.correct_state(
+            story.provider, story.session_id, {"op": "add", "path": "/n", "value": value, "reason": "r"}
+        )
+    assert appended_nothing(story, before)
+
+
 def test_a_decided_review_cannot_be_decided_again(story):
     rescue_with_review(story)
     service.decide_review(story.provider, story.session_id, "review-trust", "accept")
