@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import EntryNotFound, InvalidEntry
+from .errors import CorruptSessionTree, EntryNotFound, InvalidEntry
 from .ids import new_entry_id
 from .pi_session_file import now_iso
 from .types import ENTRY_TYPES, Entry
@@ -107,6 +107,42 @@ def prepare_new_entry(entry: Any, *, leaf_id: str | None, by_id: Mapping[str, En
         if key not in prepared:
             prepared[key] = value
     return prepared
+
+
+def check_copied_entries(entries: Any) -> list[Entry]:
+    """``entries`` if they can be stored verbatim as a session (a fork, an
+    import): JSON objects with usable, unique ids and no cycle. An entry whose
+    parent is missing is accepted: reads treat it as a root, as Pi does with
+    its own files. Raises ``InvalidEntry`` / ``CorruptSessionTree`` naming the
+    entry, before anything is stored."""
+    if not isinstance(entries, list):
+        raise InvalidEntry(f"Entries to copy must be a list, not {type(entries).__name__}")
+    parent_of: dict[str, Any] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise InvalidEntry(f"An entry must be a JSON object, not {type(entry).__name__}")
+        entry_id = entry.get("id")
+        if not isinstance(entry_id, str) or not entry_id or len(entry_id) > MAX_ENTRY_ID_LENGTH:
+            raise InvalidEntry(
+                f"Entry id {entry_id!r} must be a non-empty string of at most {MAX_ENTRY_ID_LENGTH} characters"
+            )
+        if entry_id in parent_of:
+            raise CorruptSessionTree(f"Duplicate entry id {entry_id}")
+        parent_of[entry_id] = entry.get("parentId")
+    # Follow each chain of parents once; meeting the chain being walked is a cycle.
+    acyclic: set[str] = set()
+    for start in parent_of:
+        chain: list[str] = []
+        on_chain: set[str] = set()
+        current = start
+        while isinstance(current, str) and current in parent_of and current not in acyclic:
+            if current in on_chain:
+                raise CorruptSessionTree(f"Cycle detected at entry {current}")
+            on_chain.add(current)
+            chain.append(current)
+            current = parent_of[current]
+        acyclic.update(chain)
+    return entries
 
 
 def apply_in_flight_patch(entry: Entry, patch: Any, by_id: Mapping[str, Entry]) -> Entry:

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from .errors import InvalidEntry
 from .ids import new_entry_id
 from .types import CURRENT_SESSION_VERSION, Entry
 
@@ -169,8 +170,47 @@ def serialize_line(obj: FileEntry) -> bytes:
     return orjson.dumps(obj) + b"\n"
 
 
+def encode_entry_line(entry: FileEntry) -> tuple[bytes, FileEntry]:
+    """The line an entry is written as, and the entry as read back from it.
+
+    JSON cannot hold everything a dict can: a value that cannot be written
+    (a set, an integer beyond 64 bits, a lone surrogate, a non-string key)
+    raises ``InvalidEntry`` naming the entry and the field; NaN and infinities
+    are written as ``null`` (as Pi's ``JSON.stringify`` does), which is why the
+    entry read back is returned: it is what every later read will see.
+    """
+    try:
+        line = serialize_line(entry)
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise _not_json(entry, exc) from None
+    return line, orjson.loads(line)
+
+
+def _not_json(entry: FileEntry, exc: Exception) -> InvalidEntry:
+    if not isinstance(entry, dict):
+        return InvalidEntry(f"An entry must be a JSON object, not {type(entry).__name__}")
+    field = next((key for key, value in entry.items() if not isinstance(key, str) or not _encodable(value)), None)
+    where = f"field {field!r}" if field is not None else "a field"
+    return InvalidEntry(f"Entry {entry.get('id')}: {where} cannot be stored as JSON ({exc})")
+
+
+def _encodable(value: Any) -> bool:
+    try:
+        orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):
+        return False
+    return True
+
+
 def serialize_file(file_entries: Iterable[FileEntry]) -> bytes:
-    return b"".join(serialize_line(e) for e in file_entries)
+    """The whole file's bytes; ``InvalidEntry`` (naming the entry) if one cannot be written."""
+    lines = []
+    for entry in file_entries:
+        try:
+            lines.append(serialize_line(entry))
+        except (TypeError, orjson.JSONEncodeError) as exc:
+            raise _not_json(entry, exc) from None
+    return b"".join(lines)
 
 
 def append_lines(fd: int, lines: Iterable[bytes], *, fsync: bool = False) -> int:
@@ -199,9 +239,11 @@ def append_lines(fd: int, lines: Iterable[bytes], *, fsync: bool = False) -> int
 def write_new_session_file(
     path: str | os.PathLike[str], file_entries: Sequence[FileEntry], *, fsync: bool = False
 ) -> None:
-    """Create a session file that must not exist yet (``O_EXCL``)."""
+    """Create a session file that must not exist yet (``O_EXCL``). Everything
+    is encoded first: an entry that cannot be written leaves no file behind."""
+    data = serialize_file(file_entries)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
     try:
-        append_lines(fd, (serialize_line(e) for e in file_entries), fsync=fsync)
+        append_lines(fd, [data], fsync=fsync)
     finally:
         os.close(fd)

@@ -26,7 +26,7 @@ from django.conf import settings
 from django.db import transaction
 
 from sessiontree.core.context_builder import UNSET, _Unset, build_context_from_path, walk_to_root
-from sessiontree.core.entries import apply_in_flight_patch, prepare_new_entry
+from sessiontree.core.entries import apply_in_flight_patch, check_copied_entries, prepare_new_entry
 from sessiontree.core.errors import (
     CorruptSessionTree,
     EntryNotFound,
@@ -41,12 +41,12 @@ from sessiontree.core.fork import build_branched_entries
 from sessiontree.core.path import resolve_latest_labels
 from sessiontree.core.pi_session_file import (
     append_lines,
+    encode_entry_line,
     is_session_header,
     migrate_to_current_version,
     new_session_header,
     parse_lines,
     serialize_file,
-    serialize_line,
     write_new_session_file,
 )
 from sessiontree.core.snapshot import build_snapshot
@@ -71,14 +71,27 @@ class FileIndex:
     entries: list[Entry] = field(default_factory=list)
     by_id: dict[str, Entry] = field(default_factory=dict)
 
-    def add(self, entry: Entry) -> None:
-        entry_id = entry.get("id")
-        if not isinstance(entry_id, str):
-            raise CorruptSessionTree(f"Entry without a string id in session {self.header.get('id')}")
-        if entry_id in self.by_id:
-            raise CorruptSessionTree(f"Duplicate entry id {entry_id} in session {self.header.get('id')}")
-        self.entries.append(entry)
-        self.by_id[entry_id] = entry
+    def extend(self, entries: list[Entry]) -> None:
+        """Add entries read or written after the ones known, all or none: a
+        refused tail leaves the index as it was, so the same error (naming the
+        same entry) comes back on the next read."""
+        seen: set[str] = set()
+        for entry in entries:
+            entry_id = entry.get("id")
+            if not isinstance(entry_id, str):
+                raise CorruptSessionTree(f"Entry without a string id in session {self.header.get('id')}")
+            if entry_id in self.by_id or entry_id in seen:
+                raise CorruptSessionTree(f"Duplicate entry id {entry_id} in session {self.header.get('id')}")
+            seen.add(entry_id)
+        for entry in entries:
+            self.entries.append(entry)
+            self.by_id[entry["id"]] = entry
+
+
+def _find(by_id: dict[str, Entry], entry_id: Any) -> Entry | None:
+    """The entry ``entry_id`` names, or ``None``; a non-string id (a list from
+    a JSON body, say) names nothing, as in the mysql provider."""
+    return by_id.get(entry_id) if isinstance(entry_id, str) else None
 
 
 class _FileReplaced(Exception):
@@ -135,9 +148,7 @@ class FileSessionTreeProvider(TypedAppends):
                 return cached
             tail = os.pread(fd, st.st_size - cached.offset, cached.offset)
             complete = tail.rfind(b"\n") + 1
-            for obj in parse_lines(tail[:complete]):
-                if obj.get("type") != "session":
-                    cached.add(obj)
+            cached.extend([obj for obj in parse_lines(tail[:complete]) if obj.get("type") != "session"])
             cached.offset += complete
             cached.size, cached.mtime_ns = st.st_size, st.st_mtime_ns
             return cached
@@ -169,9 +180,7 @@ class FileSessionTreeProvider(TypedAppends):
             st = os.stat(path)
             complete = st.st_size
         index = FileIndex(inode=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns, offset=complete, header=objs[0])
-        for obj in objs[1:]:
-            if obj.get("type") != "session":
-                index.add(obj)
+        index.extend([obj for obj in objs[1:] if obj.get("type") != "session"])
         return index
 
     @contextmanager
@@ -210,13 +219,15 @@ class FileSessionTreeProvider(TypedAppends):
             return index.entries, index.by_id
         return [*index.entries, in_flight], {**index.by_id, in_flight["id"]: in_flight}
 
-    def _write(self, fd: int, index: FileIndex, entries: list[Entry]) -> None:
-        size = append_lines(fd, (serialize_line(e) for e in entries), fsync=self.fsync)
+    def _write(self, fd: int, index: FileIndex, entry: Entry) -> Entry:
+        """Append one entry's line; returns the entry as stored (see ``encode_entry_line``)."""
+        line, stored = encode_entry_line(entry)  # InvalidEntry before a byte is written
+        size = append_lines(fd, [line], fsync=self.fsync)
         st = os.fstat(fd)
-        for entry in entries:
-            index.add(entry)
+        index.extend([stored])
         index.offset = size
         index.size, index.mtime_ns = st.st_size, st.st_mtime_ns
+        return stored
 
     @staticmethod
     def _check_writable(row: AgentSession) -> None:
@@ -253,6 +264,7 @@ class FileSessionTreeProvider(TypedAppends):
     ) -> SessionTreeSession:
         """Create the meta row and the file (header, plus ``entries`` if given:
         already-built entries copied verbatim, e.g. by a fork or an import)."""
+        copied = check_copied_entries(entries or [])
         if session_id is not None:
             path = self.path_for(session_id)
             if path.exists():
@@ -272,7 +284,6 @@ class FileSessionTreeProvider(TypedAppends):
             header = new_session_header(
                 row.session_id, cwd=cwd or "", parent_session=parent_session_id, extra=header_extra
             )
-            copied = list(entries or [])
             try:
                 write_new_session_file(path, [header, *copied], fsync=self.fsync)
             except FileExistsError:
@@ -355,10 +366,10 @@ class FileSessionTreeProvider(TypedAppends):
         row = self._row(session_id)
         with self._open(session_id, exclusive=False) as (_fd, index):
             _, by_id = self._view(row, index)
-        try:
-            return by_id[entry_id]
-        except KeyError:
-            raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}") from None
+        found = _find(by_id, entry_id)
+        if found is None:
+            raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
+        return found
 
     def append_entry(self, session_id: str, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET) -> Entry:
         self._row(session_id)  # SessionNotFound before touching any file
@@ -367,8 +378,7 @@ class FileSessionTreeProvider(TypedAppends):
             self._check_writable(row)
             self._check_no_in_flight(row)
             self._check_expected_leaf(row, expected_leaf_id)
-            new = prepare_new_entry(entry, leaf_id=row.leaf_entry_id, by_id=index.by_id)
-            self._write(fd, index, [new])
+            new = self._write(fd, index, prepare_new_entry(entry, leaf_id=row.leaf_entry_id, by_id=index.by_id))
             meta.set_leaf(row, new["id"], appended=1, root_entry_id=new["id"] if new["parentId"] is None else None)
         return new
 
@@ -381,6 +391,7 @@ class FileSessionTreeProvider(TypedAppends):
             self._check_writable(row)
             self._check_no_in_flight(row)
             new = prepare_new_entry(entry, leaf_id=row.leaf_entry_id, by_id=index.by_id)
+            _, new = encode_entry_line(new)  # refused now if it could never be written
             row.in_flight_entry = new
             row.leaf_entry_id = new["id"]
             row.save(update_fields=["in_flight_entry", "leaf_entry_id", "updated_at"])
@@ -395,12 +406,12 @@ class FileSessionTreeProvider(TypedAppends):
             self._check_writable(row)
             in_flight = row.in_flight_entry
             if not in_flight or in_flight["id"] != entry_id:
-                if entry_id in index.by_id:
+                if _find(index.by_id, entry_id) is not None:
                     raise ImmutableEntry(f"Entry {entry_id} of session {session_id} is completed and cannot change")
                 raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
-            updated = apply_in_flight_patch(in_flight, patch, index.by_id)
+            _, updated = encode_entry_line(apply_in_flight_patch(in_flight, patch, index.by_id))
             if complete:
-                self._write(fd, index, [updated])
+                self._write(fd, index, updated)
                 row.in_flight_entry = None
                 row.save(update_fields=["in_flight_entry", "updated_at"])
                 meta.set_leaf(
@@ -421,7 +432,7 @@ class FileSessionTreeProvider(TypedAppends):
             row = self._row(session_id)
             self._check_writable(row)
             self._check_no_in_flight(row)
-            if entry_id not in index.by_id:
+            if _find(index.by_id, entry_id) is None:
                 raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
             meta.set_leaf(row, entry_id)
         return meta.to_session_dict(row)
@@ -443,12 +454,12 @@ class FileSessionTreeProvider(TypedAppends):
         source = self._row(session_id)
         with self._open(session_id, exclusive=False) as (_fd, index):
             entries, by_id = self._view(source, index)
-            if leaf_entry_id is None:
-                path: list[Entry] = []
-            elif leaf_entry_id not in by_id:
-                raise EntryNotFound(f"Entry {leaf_entry_id} not found in session {session_id}")
-            else:
-                path = walk_to_root(by_id[leaf_entry_id], by_id)
+            path: list[Entry] = []
+            if leaf_entry_id is not None:
+                leaf = _find(by_id, leaf_entry_id)
+                if leaf is None:
+                    raise EntryNotFound(f"Entry {leaf_entry_id} not found in session {session_id}")
+                path = walk_to_root(leaf, by_id)
             copied = build_branched_entries(path, resolve_latest_labels(entries))
         return self.create_session(session_id=new_session_id, entries=copied, **meta.fork_fields(source, fields))
 
@@ -460,7 +471,7 @@ class FileSessionTreeProvider(TypedAppends):
             return []
         with self._open(session_id, exclusive=False) as (_fd, index):
             _, by_id = self._view(row, index)
-            leaf = by_id.get(leaf_id)
+            leaf = _find(by_id, leaf_id)
             if leaf is None:
                 raise EntryNotFound(f"Entry {leaf_id} not found in session {session_id}")
             return walk_to_root(leaf, by_id)

@@ -31,7 +31,12 @@ from typing import Any, TypeVar
 from django.db import IntegrityError, OperationalError, connection, transaction
 
 from sessiontree.core.context_builder import UNSET, _Unset, build_context_from_path
-from sessiontree.core.entries import MAX_ENTRY_ID_LENGTH, apply_in_flight_patch, prepare_new_entry
+from sessiontree.core.entries import (
+    MAX_ENTRY_ID_LENGTH,
+    apply_in_flight_patch,
+    check_copied_entries,
+    prepare_new_entry,
+)
 from sessiontree.core.errors import (
     CorruptSessionTree,
     EntryNotFound,
@@ -369,7 +374,7 @@ class MySQLSessionTreeProvider(TypedAppends):
         """Create the meta row (its ``header`` holds the session's Pi header)
         and, if given, ``entries``: already-built entries copied verbatim (a
         fork, an import), in order."""
-        copied = self._check_copied_entries(entries or [])
+        copied = check_copied_entries(entries or [])
         session_id = meta.validate_session_id(session_id) if session_id is not None else new_session_id()
         header = new_session_header(session_id, cwd=cwd or "", parent_session=parent_session_id, extra=header_extra)
 
@@ -393,25 +398,6 @@ class MySQLSessionTreeProvider(TypedAppends):
             return row
 
         return meta.to_session_dict(self._atomic(work))
-
-    @staticmethod
-    def _check_copied_entries(entries: list[Entry]) -> list[Entry]:
-        """Copied entries are kept verbatim, but each needs a usable, unique id
-        (an entry whose parent is missing is kept, and reads treat it as a root,
-        as they do in Pi's own files)."""
-        seen: set[str] = set()
-        for entry in entries:
-            if not isinstance(entry, dict):
-                raise InvalidEntry(f"An entry must be a JSON object, not {type(entry).__name__}")
-            entry_id = entry.get("id")
-            if not isinstance(entry_id, str) or not entry_id or len(entry_id) > MAX_ENTRY_ID_LENGTH:
-                raise InvalidEntry(
-                    f"Entry id {entry_id!r} must be a non-empty string of at most {MAX_ENTRY_ID_LENGTH} characters"
-                )
-            if entry_id in seen:
-                raise CorruptSessionTree(f"Duplicate entry id {entry_id}")
-            seen.add(entry_id)
-        return entries
 
     def get_session(self, session_id: str) -> SessionTreeSession | None:
         try:

@@ -383,3 +383,146 @@ def test_update_and_delete(provider):
     assert provider.get_session("s1") is None
     with pytest.raises(SessionNotFound):
         provider.delete_session("s1")
+
+
+# Every method of the Protocol with the arguments to call it on a session
+# ``sid`` whose entry ``eid`` exists. test_every_protocol_method_is_covered keeps
+# this list complete: a method added to the Protocol must be added here.
+METHOD_CALLS = {
+    "create_session": None,  # creates; covered by the id and uniqueness cases
+    "get_session": None,  # returns None for an unknown session (test_unknown_and_malicious_sessions)
+    "update_session": lambda p, sid, eid: p.update_session(sid, title="t"),
+    "delete_session": lambda p, sid, eid: p.delete_session(sid),
+    "list_entries": lambda p, sid, eid: p.list_entries(sid),
+    "get_entry": lambda p, sid, eid: p.get_entry(sid, eid),
+    "append_entry": lambda p, sid, eid: p.append_entry(sid, {"type": "message", "message": user("x")}),
+    "append_message": lambda p, sid, eid: p.append_message(sid, user("x")),
+    "append_thinking_level_change": lambda p, sid, eid: p.append_thinking_level_change(sid, "high"),
+    "append_model_change": lambda p, sid, eid: p.append_model_change(sid, "p", "m"),
+    "append_compaction": lambda p, sid, eid: p.append_compaction(
+        sid, summary="s", first_kept_entry_id=eid, tokens_before=1
+    ),
+    "append_branch_summary": lambda p, sid, eid: p.append_branch_summary(sid, branch_from_entry_id=eid, summary="s"),
+    "append_custom_entry": lambda p, sid, eid: p.append_custom_entry(sid, "c"),
+    "append_custom_message": lambda p, sid, eid: p.append_custom_message(sid, "c", "x"),
+    "append_label_change": lambda p, sid, eid: p.append_label_change(sid, eid, "l"),
+    "append_session_info": lambda p, sid, eid: p.append_session_info(sid, "n"),
+    "begin_in_flight_entry": lambda p, sid, eid: p.begin_in_flight_entry(sid, {"type": "message", "message": user("")}),
+    "update_in_flight_entry": lambda p, sid, eid: p.update_in_flight_entry(sid, eid, {}),
+    "switch_leaf": lambda p, sid, eid: p.switch_leaf(sid, eid),
+    "reset_leaf": lambda p, sid, eid: p.reset_leaf(sid),
+    "create_branched_session": lambda p, sid, eid: p.create_branched_session(sid, eid),
+    "get_active_path": lambda p, sid, eid: p.get_active_path(sid),
+    "get_snapshot": lambda p, sid, eid: p.get_snapshot(sid),
+    "build_context": lambda p, sid, eid: p.build_context(sid),
+}
+SESSION_METHODS = sorted(name for name, call in METHOD_CALLS.items() if call is not None)
+
+
+def test_every_protocol_method_is_covered():
+    protocol_methods = {
+        name
+        for name in vars(SessionTreeProvider)
+        if not name.startswith("_") and callable(vars(SessionTreeProvider)[name])
+    }
+    assert protocol_methods == set(METHOD_CALLS)
+
+
+@pytest.mark.parametrize("method", SESSION_METHODS)
+def test_every_method_refuses_an_unknown_session(provider, method):
+    provider.create_session(session_id="s1")
+    entry = provider.append_message("s1", user("x"))
+    with pytest.raises(SessionNotFound, match="nope"):
+        METHOD_CALLS[method](provider, "nope", entry["id"])
+    assert provider.list_entries("s1") == [entry]
+
+
+@pytest.mark.parametrize("method", SESSION_METHODS)
+def test_every_method_refuses_a_traversing_session_id(provider, method):
+    provider.create_session(session_id="s1")
+    entry = provider.append_message("s1", user("x"))
+    with pytest.raises(InvalidSessionId):
+        METHOD_CALLS[method](provider, "../../etc/passwd", entry["id"])
+    assert provider.list_entries("s1") == [entry]
+
+
+@pytest.mark.parametrize("bad", [["a"], {"id": "x"}, 5], ids=["list", "dict", "int"])
+def test_non_string_entry_ids_name_no_entry(provider, bad):
+    provider.create_session(session_id="s1")
+    entry = provider.append_message("s1", user("x"))
+    for call in [
+        lambda: provider.switch_leaf("s1", bad),
+        lambda: provider.get_entry("s1", bad),
+        lambda: provider.update_in_flight_entry("s1", bad, {}),
+        lambda: provider.get_active_path("s1", bad),
+        lambda: provider.build_context("s1", bad),
+        lambda: provider.create_branched_session("s1", bad),
+        lambda: provider.append_label_change("s1", bad, "l"),
+    ]:
+        with pytest.raises((EntryNotFound, InvalidEntry)):
+            call()
+    assert provider.list_entries("s1") == [entry]
+    assert provider.get_session("s1")["leaf_entry_id"] == entry["id"]
+
+
+def stored(entry_id, parent_id):
+    return {"type": "message", "id": entry_id, "parentId": parent_id, "timestamp": "t", "message": user(entry_id)}
+
+
+@pytest.mark.parametrize(
+    ("entries", "error", "names"),
+    [
+        ([stored("dup00001", None), stored("dup00001", None)], "CorruptSessionTree", "dup00001"),
+        ([stored("a0000001", "b0000001"), stored("b0000001", "a0000001")], "CorruptSessionTree", "Cycle"),
+        ([stored("r0000001", None), stored("s0000001", "s0000001")], "CorruptSessionTree", "s0000001"),
+        ([{**stored("x", None), "id": 5}], "InvalidEntry", "5"),
+        ([{**stored("x", None), "id": ""}], "InvalidEntry", "''"),
+        (["not an entry"], "InvalidEntry", "str"),
+    ],
+    ids=["duplicate-id", "cycle", "self-parent", "int-id", "empty-id", "not-a-dict"],
+)
+def test_copied_entries_that_are_no_tree_create_nothing(provider, entries, error, names):
+    with pytest.raises(InvalidEntry, match=names) as caught:  # CorruptSessionTree is an InvalidEntry
+        provider.create_session(session_id="copy", entries=entries)
+    assert type(caught.value).__name__ == error
+    assert provider.get_session("copy") is None
+    provider.create_session(session_id="copy")  # nothing half-made is in the way
+    assert provider.list_entries("copy") == []
+
+
+def test_copied_orphans_are_kept_and_act_as_roots(provider):
+    # e.g. a fork whose first entry hung from an entry of another session
+    entries = [stored("a0000001", "other001"), stored("b0000001", "a0000001")]
+    provider.create_session(session_id="copy", entries=entries)
+    assert provider.list_entries("copy") == entries
+    assert ids(provider.get_active_path("copy")) == ["a0000001", "b0000001"]
+
+
+@pytest.mark.parametrize(
+    "value", [{1, 2}, 2**70, "lone \ud800 surrogate", {1: "int key"}], ids=["set", "bigint", "surrogate", "int-key"]
+)
+def test_values_json_cannot_hold_are_refused_and_nothing_is_stored(provider, value):
+    provider.create_session(session_id="s1")
+    u = provider.append_message("s1", user("q"))
+    with pytest.raises(InvalidEntry, match="'data'"):
+        provider.append_custom_entry("s1", "c", {"v": value})
+    with pytest.raises(InvalidEntry):
+        provider.begin_in_flight_entry("s1", {"type": "message", "message": {"role": "assistant", "content": value}})
+    streaming = provider.begin_in_flight_entry("s1", {"type": "message", "message": assistant("")})
+    with pytest.raises(InvalidEntry):
+        provider.update_in_flight_entry("s1", streaming["id"], {"message": assistant("x"), "odd": value})
+    with pytest.raises(InvalidEntry):
+        provider.update_in_flight_entry("s1", streaming["id"], {"odd": value}, complete=True)
+    assert provider.list_entries("s1") == [u, streaming]
+    done = provider.update_in_flight_entry("s1", streaming["id"], {}, complete=True)
+    assert provider.list_entries("s1") == [u, done]
+    with pytest.raises(InvalidEntry):
+        provider.create_session(session_id="copy", entries=[{**stored("a0000001", None), "odd": value}])
+    assert provider.get_session("copy") is None
+    provider.create_session(session_id="copy")  # no half-written file or row in the way
+
+
+def test_nan_is_stored_as_null_as_pis_json_does(provider):
+    provider.create_session(session_id="s1")
+    provider.append_custom_entry("s1", "c", {"v": float("nan"), "w": float("inf")})
+    assert provider.list_entries("s1")[0]["data"] == {"v": None, "w": None}

@@ -299,6 +299,22 @@ def test_copied_orphans_act_as_roots_as_in_pi_files(provider):
     assert [r.depth for r in rows_of("s1")] == [0, 0, 1]
 
 
+def test_a_cycle_in_stored_rows_is_corrupt_for_path_reads_and_never_hangs(provider):
+    provider.create_session(session_id="s1")
+    a = provider.append_message("s1", user("a"))
+    b = provider.append_message("s1", user("b"))
+    c = provider.append_message("s1", user("c"))
+    # Damage written behind the provider's back: a now hangs from b, b from a.
+    AgentSessionEntry.objects.filter(session__session_id="s1", entry_id=a["id"]).update(parent_entry_id=b["id"])
+    for read in [provider.get_active_path, provider.build_context, provider.get_snapshot]:
+        with pytest.raises(CorruptSessionTree, match="Cycle detected"):
+            read("s1")
+    with pytest.raises(CorruptSessionTree, match="Cycle detected"):
+        provider.create_branched_session("s1", c["id"])
+    assert [e["id"] for e in provider.list_entries("s1")] == [a["id"], b["id"], c["id"]]  # still inspectable
+    assert provider.get_session("s1")["leaf_entry_id"] == c["id"]
+
+
 def test_a_generated_id_that_collides_is_replaced_silently(provider, monkeypatch):
     provider.create_session(session_id="s1")
     taken = provider.append_entry("s1", {"type": "message", "id": "aaaaaaaa", "message": user("a")})
