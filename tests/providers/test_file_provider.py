@@ -209,3 +209,23 @@ def test_hard_delete_removes_the_file_even_when_it_is_corrupt(provider):
     # the fork survives, detached from the lineage tree but still naming its source
     assert provider.get_session("child")["parent_session_id"] == "s1"
     assert provider.list_entries(fork["session_id"]) == []
+
+
+def test_growth_is_read_from_the_tail_only_and_an_append_reads_nothing(provider, monkeypatch):
+    from sessiontree.providers import file_provider
+
+    session = provider.create_session(session_id="s1")
+    for i in range(20):
+        provider.append_message("s1", {"role": "user", "content": f"m{i}"})
+    assert len(provider.list_entries("s1")) == 20  # cached now
+    parsed: list[bytes] = []
+    real_parse = file_provider.parse_lines
+    monkeypatch.setattr(file_provider, "parse_lines", lambda data: parsed.append(bytes(data)) or real_parse(data))
+    # O(1) appends: no re-read of the file, whatever its length
+    provider.append_message("s1", {"role": "user", "content": "mine"})
+    assert parsed == []
+    foreign = {"type": "custom", "id": "ext00001", "parentId": None, "timestamp": "t", "customType": "x"}
+    with open(session["session_file"], "ab") as f:
+        f.write(serialize_line(foreign))
+    assert provider.list_entries("s1")[-1] == foreign
+    assert parsed == [serialize_line(foreign)]  # just the appended tail
