@@ -11,6 +11,7 @@ from typing import Any
 
 from sessiontree.core import entries as build
 from sessiontree.core.context_builder import UNSET, _Unset
+from sessiontree.core.pi_session_file import encode_entry_line
 from sessiontree.core.types import Entry, SessionTreeSession
 
 
@@ -69,13 +70,17 @@ class TypedAppends:
     ) -> Entry:
         """Pi's ``branchWithSummary``: move the leaf to ``branch_from_entry_id``
         (``None`` = before the root) and append the summary there."""
+        entry = build.branch_summary_entry(
+            branch_from_entry_id=branch_from_entry_id, summary=summary, details=details, from_hook=from_hook
+        )
+        # The leaf move and the append are two writes: refuse a bad summary
+        # before the first, so a refused call leaves the leaf where it was.
+        build.validate_entry_shape(entry, {})
+        encode_entry_line(entry)
         if branch_from_entry_id is None:
             self.reset_leaf(session_id)
         else:
             self.switch_leaf(session_id, branch_from_entry_id)
-        entry = build.branch_summary_entry(
-            branch_from_entry_id=branch_from_entry_id, summary=summary, details=details, from_hook=from_hook
-        )
         return self.append_entry(session_id, entry, expected_leaf_id=branch_from_entry_id)
 
     def append_custom_entry(self, session_id: str, custom_type: str, data: Any = None) -> Entry:

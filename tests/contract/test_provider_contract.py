@@ -526,3 +526,18 @@ def test_nan_is_stored_as_null_as_pis_json_does(provider):
     provider.create_session(session_id="s1")
     provider.append_custom_entry("s1", "c", {"v": float("nan"), "w": float("inf")})
     assert provider.list_entries("s1")[0]["data"] == {"v": None, "w": None}
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"summary": 5}, {"summary": "s", "details": {1, 2}}, {"summary": "s", "details": 2**70}],
+    ids=["summary-not-text", "details-set", "details-bigint"],
+)
+def test_a_refused_branch_summary_leaves_the_leaf_where_it_was(provider, bad):
+    provider.create_session(session_id="s1")
+    a = provider.append_message("s1", user("a"))
+    b = provider.append_message("s1", user("b"))
+    with pytest.raises(InvalidEntry):
+        provider.append_branch_summary("s1", branch_from_entry_id=a["id"], **bad)
+    assert provider.get_session("s1")["leaf_entry_id"] == b["id"]
+    assert provider.list_entries("s1") == [a, b]

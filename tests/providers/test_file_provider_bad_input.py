@@ -132,6 +132,14 @@ def test_duplicate_ids_refuse_every_read_and_write_and_nothing_is_rewritten(prov
     assert provider.get_session("s1")["leaf_entry_id"] == a["id"]
 
 
+def test_an_entry_line_without_a_string_id_is_corrupt_and_left_alone(provider):
+    lines = [header_line("s1"), serialize_line(entry("a0000001", None)), b'{"type":"message","id":7}\n']
+    path = write_file(provider, "s1", lines)
+    with pytest.raises(CorruptSessionTree, match="without a string id"):
+        provider.register_existing_file("s1")
+    assert path.read_bytes() == b"".join(lines)
+
+
 def test_a_duplicate_in_an_appended_tail_is_reported_by_its_own_id_every_time(provider):
     session = provider.create_session(session_id="s1")
     a = provider.append_message("s1", user("a"))
