@@ -9,6 +9,7 @@ without a lock of its own.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -19,7 +20,7 @@ from django.utils import timezone
 from sessiontree.core.errors import InvalidEntry, InvalidSessionId, SessionAlreadyExists, SessionNotFound
 from sessiontree.core.ids import new_session_id
 from sessiontree.core.types import SessionTreeSession
-from sessiontree.models import AgentSession, LineageLock
+from sessiontree.models import Agent, AgentSession, LineageLock
 
 # Pi's ids are UUIDs; ours are UUIDv7. Allow any simple token, never a path.
 _SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -37,6 +38,40 @@ def validate_session_id(session_id: Any) -> str:
     if not isinstance(session_id, str) or not _SESSION_ID_RE.match(session_id) or ".." in session_id:
         raise InvalidSessionId(f"Invalid session id {session_id!r}: use letters, digits, '-', '_' or '.' (max 64)")
     return session_id
+
+
+def _field_max_length(name: str) -> int | None:
+    return AgentSession._meta.get_field(name).max_length
+
+
+def check_meta_fields(fields: dict[str, Any]) -> None:
+    """Refuse meta values the columns cannot hold with ``InvalidEntry`` naming
+    the field, on every database alike: SQLite would store an over-long title,
+    MySQL would raise a bare ``DataError``, and an unknown agent is an
+    ``IntegrityError`` on one and silently kept on the other."""
+    for name in ("title", "user_id", "cwd", "parent_session_id"):
+        value = fields.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise InvalidEntry(f"Session field {name!r} must be a string, not {type(value).__name__}")
+        limit = _field_max_length(name)
+        if limit is not None and len(value) > limit:
+            raise InvalidEntry(f"Session field {name!r} is longer than {limit} characters")
+    if "metadata" in fields and fields["metadata"] is not None:
+        metadata = fields["metadata"]
+        if not isinstance(metadata, dict):
+            raise InvalidEntry("metadata must be a JSON object")
+        try:
+            json.dumps(metadata, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise InvalidEntry(f"metadata cannot be stored as JSON ({exc})") from None
+    agent_id = fields.get("agent_id")
+    if agent_id is not None:
+        if not isinstance(agent_id, int) or isinstance(agent_id, bool):
+            raise InvalidEntry(f"agent_id must be an integer, not {type(agent_id).__name__}")
+        if not Agent.objects.filter(pk=agent_id).exists():
+            raise InvalidEntry(f"agent_id {agent_id}: no such agent")
 
 
 def to_session_dict(row: AgentSession) -> SessionTreeSession:
@@ -94,8 +129,16 @@ def create_row(
 ) -> AgentSession:
     """Insert the meta row (inside the caller's transaction or its own)."""
     session_id = validate_session_id(session_id) if session_id is not None else new_session_id()
-    if metadata is not None and not isinstance(metadata, dict):
-        raise InvalidEntry("metadata must be a JSON object")
+    check_meta_fields(
+        {
+            "cwd": cwd,
+            "agent_id": agent_id,
+            "user_id": user_id,
+            "title": title,
+            "parent_session_id": parent_session_id,
+            "metadata": metadata,
+        }
+    )
     with transaction.atomic():
         _lock_lineage()
         if AgentSession.objects.filter(session_id=session_id).exists():
@@ -158,6 +201,7 @@ def update_row_fields(row: AgentSession, fields: dict[str, Any]) -> AgentSession
         raise InvalidEntry(f"Invalid status {fields['status']!r}: use one of {', '.join(sorted(STATUSES))}")
     if "metadata" in fields and not isinstance(fields["metadata"], dict):
         raise InvalidEntry("metadata must be a JSON object")
+    check_meta_fields(fields)
     for name, value in fields.items():
         if name in {"cwd"}:
             value = value or ""

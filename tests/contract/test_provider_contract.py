@@ -541,3 +541,27 @@ def test_a_refused_branch_summary_leaves_the_leaf_where_it_was(provider, bad):
         provider.append_branch_summary("s1", branch_from_entry_id=a["id"], **bad)
     assert provider.get_session("s1")["leaf_entry_id"] == b["id"]
     assert provider.list_entries("s1") == [a, b]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"title": "t" * 256},
+        {"title": 5},
+        {"user_id": "u" * 192},
+        {"agent_id": 987654},
+        {"agent_id": "1"},
+        {"metadata": {"k": {1, 2}}},
+        {"metadata": {"k": float("nan")}},
+    ],
+    ids=["title-long", "title-int", "user-long", "agent-unknown", "agent-str", "metadata-set", "metadata-nan"],
+)
+def test_meta_values_the_columns_cannot_hold_are_refused_alike_on_every_database(provider, fields):
+    provider.create_session(session_id="s1", title="kept")
+    before = provider.get_session("s1")
+    with pytest.raises(InvalidEntry, match=next(iter(fields)).split("_")[0]):
+        provider.update_session("s1", **fields)
+    assert provider.get_session("s1") == before
+    with pytest.raises(InvalidEntry):
+        provider.create_session(session_id="s2", **fields)
+    assert provider.get_session("s2") is None
