@@ -248,3 +248,88 @@ def test_exit_codes_of_a_real_process():
 
     missing = run("no-such-session", "inspect", "state")
     assert missing.returncode == 3 and "session_not_found" in missing.stderr
+
+
+# --- every subcommand: --json output, and a bad input that exits non-zero ---
+
+
+def test_json_output_of_review_amend_reject_turn_repair_and_archive(story):
+    story.haircut_story()
+    story.user("A wolf!")
+    story.turn(reviews=[review("review-trust", add("/trust", 0.5)), review("review-fear", add("/fear", "wolves"))])
+    story.mark_incomplete("turn-9")
+
+    amended = rp_json(story.session_id, "review", "amend", "review-trust", "0.7")
+    assert amended["entry"]["customType"] == schema.REVIEW_AMENDMENT_TYPE
+    assert amended["entry"]["data"]["value"] == 0.7
+    assert [r["amendment"]["value"] for r in amended["state"]["pending_reviews"] if "amendment" in r] == [0.7]
+
+    rejected = rp_json(story.session_id, "review", "reject", "review-fear")
+    assert rejected["entry"]["customType"] == schema.REVIEW_DECISION_TYPE
+    assert rejected["entry"]["data"]["decision"] == "reject"
+    assert [r["reviewId"] for r in rejected["state"]["decided_reviews"]] == ["review-fear"]
+    assert "fear" not in rejected["state"]["state"]
+
+    repaired = rp_json(
+        story.session_id, "turn", "repair", '{"turnId":"turn-9","ops":[{"op":"add","path":"/x","value":1}]}'
+    )
+    assert repaired["entry"]["customType"] == schema.REPAIR_TYPE and repaired["entry"]["data"]["turnId"] == "turn-9"
+    assert repaired["state"]["incomplete_turns"] == [] and repaired["state"]["state"]["x"] == 1
+
+    archived = rp_json(story.session_id, "archive", "--reason", "the end")
+    assert archived["entry"]["customType"] == schema.ARCHIVE_TYPE
+    assert archived["state"]["archived"] is True
+    assert archived["state"]["archive"] == {"entryId": archived["entry"]["id"], "reason": "the end"}
+
+
+def test_json_output_of_history_goto_and_fork_before(story):
+    ids = story.haircut_story()
+    moved = rp_json(story.session_id, "history", "goto", ids["ask_cut"])
+    assert moved["leaf_entry_id"] == ids["reply"] == story.leaf
+    assert moved["editor_text"] == "Will you cut your hair?"
+    assert moved["summary_entry"] is None and moved["state"]["revision"] == 0
+
+    forked = rp_json(story.session_id, "history", "fork", ids["ask_cut"], "--position", "before")
+    new_id = forked["session"]["session_id"]
+    assert forked["session"]["parent_session_id"] == story.session_id
+    assert forked["state"]["revision"] == 0 and forked["state"]["character_id"] == "alice"
+    assert [e["id"] for e in story.provider.list_entries(new_id)] == [ids["identity"], ids["greet"], ids["reply"]]
+
+
+BAD_INPUT = {
+    # subcommand: (arguments, expected exit code)
+    "inspect state": (("inspect", "state", "--entry", "deadbeef"), 3),
+    "review list": (("review", "list"), 3),  # run on an unknown session
+    "review amend": (("review", "amend", "review-none", "1"), 2),
+    "review accept": (("review", "accept", "review-none"), 2),
+    "review reject": (("review", "reject", "review-none"), 2),
+    "checkpoint": (("checkpoint",), 2),  # run on a session without a character
+    "state correct": (("state", "correct", '{"op":"add","path":"/x","value":1,"reason":"  "}'), 2),
+    "turn repair": (("turn", "repair", '{"turnId":"never-incomplete","ops":[]}'), 2),
+    "archive": (("archive",), 4),  # run on an already archived character
+    "history goto": (("history", "goto", "deadbeef"), 3),
+    "history fork at": (("history", "fork", "deadbeef", "--position", "at"), 3),
+    "history fork before": (("history", "fork", "ASSISTANT", "--position", "before"), 2),
+}
+
+
+@pytest.mark.parametrize("subcommand", sorted(BAD_INPUT))
+@pytest.mark.parametrize("as_json", [False, True], ids=["human", "json"])
+def test_every_subcommand_exits_non_zero_on_bad_input_and_appends_nothing(story, subcommand, as_json):
+    ids = story.haircut_story()
+    session_id = story.session_id
+    if subcommand == "review list":
+        session_id = "no-such-session"
+    elif subcommand == "checkpoint":
+        session_id = Story(story.provider).session_id  # no roleplay entries at all
+    elif subcommand == "archive":
+        service.archive(story.provider, story.session_id)
+    args, code = BAD_INPUT[subcommand]
+    args = tuple(ids["reply"] if arg == "ASSISTANT" else arg for arg in args)
+    before = story.entries()
+    out = StringIO()
+    with pytest.raises(CommandError) as caught:
+        call_command("rp", session_id, *args, *(("--json",) if as_json else ()), stdout=out)
+    assert caught.value.returncode == code, str(caught.value)
+    assert "\n" not in str(caught.value) and out.getvalue() == ""
+    assert story.entries() == before

@@ -412,3 +412,35 @@ def test_nothing_to_compact_appends_nothing(story):
     result = service.compact_with_checkpoint(story.provider, story.session_id, summarizer=FakeSummarizer("s"))
     assert result == {"compaction": None, "checkpoint": None}
     assert appended_nothing(story, before)
+
+
+def test_a_write_racing_the_compaction_means_no_checkpoint_rather_than_a_misplaced_one(story):
+    """The automatic checkpoint must be the compaction's child or nothing at all."""
+
+    class RacingProvider:
+        # Delegates everything; right after the compaction is appended, another writer appends.
+        def __init__(self, inner):
+            self._inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
+        def append_entry(self, session_id, entry, **kwargs):
+            written = self._inner.append_entry(session_id, entry, **kwargs)
+            if written["type"] == "compaction":
+                self._inner.append_message(session_id, {"role": "user", "content": "meanwhile", "timestamp": 1})
+            return written
+
+    story.haircut_story()
+    for n in range(3):
+        story.user(f"chapter {n} " + "words " * 200)
+        story.assistant(f"reply {n} " + "words " * 200)
+    result = service.compact_with_checkpoint(
+        RacingProvider(story.provider),
+        story.session_id,
+        summarizer=FakeSummarizer("summary"),
+        settings=CompactionSettings(keep_recent_tokens=50),
+    )
+    assert result["compaction"] is not None and result["checkpoint"] is None
+    assert [e for e in story.entries() if e.get("customType") == schema.CHECKPOINT_TYPE] == []
+    assert story.entry(story.leaf)["parentId"] == result["compaction"]["id"]
