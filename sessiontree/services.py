@@ -77,6 +77,14 @@ def _is_user_message(entry: Entry) -> bool:
     return entry.get("type") == "message" and (entry.get("message") or {}).get("role") == "user"
 
 
+def _check_optional_text(value: Any, what: str) -> None:
+    """Refuse a non-text option before anything is written: found only at the
+    end, after the leaf moved or a summary was appended, it would leave the
+    operation half done."""
+    if value is not None and not isinstance(value, str):
+        raise InvalidEntry(f"{what} must be a string or None, got {type(value).__name__}")
+
+
 def _describe(entry: Entry) -> str:
     if entry.get("type") == "message":
         return f"a {(entry.get('message') or {}).get('role')!r} message"
@@ -103,6 +111,7 @@ def compact_session(
     switch governs automatic compaction). The entry is appended only if the
     leaf is still where it was when the path was read.
     """
+    _check_optional_text(custom_instructions, "custom_instructions")
     settings = settings if settings is not None else CompactionSettings()
     leaf_id = _leaf_of(provider, session_id)
     path = provider.get_active_path(session_id, leaf_id)
@@ -156,8 +165,11 @@ def navigate_tree(
     ``leaf_entry_id`` in the result is the session's leaf afterwards.
     Raises ``EntryNotFound`` for an unknown target, ``SummarizerError`` (with
     nothing written) when summarizing fails, ``LeafConflict`` when the leaf
-    moved while summarizing.
+    moved while summarizing, ``InvalidEntry`` (before anything is written)
+    for a ``label`` or ``custom_instructions`` that is not a string.
     """
+    _check_optional_text(label, "label")
+    _check_optional_text(custom_instructions, "custom_instructions")
     old_leaf_id = _leaf_of(provider, session_id)
     if target_id == old_leaf_id:
         return {"leaf_entry_id": old_leaf_id, "editor_text": None, "summary_entry": None, "label_entry": None}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sessiontree.core.compaction import CompactionSettings, merge_split_turn_summary
-from sessiontree.core.errors import LeafConflict, SummarizerError
+from sessiontree.core.errors import InvalidEntry, LeafConflict, SummarizerError
 from sessiontree.services import compact_session
 
 from .session_builders import (
@@ -267,3 +267,13 @@ def test_compaction_on_a_branch_summarizes_that_branch_only(provider):
     (request,) = summarizer.requests
     assert list(request.messages) == [turns[1][0]["message"], turns[1][1]["message"]] + [m["message"] for m in other[3]]
     assert turns[2][0]["message"] not in request.messages
+
+
+def test_non_text_custom_instructions_are_refused_before_summarizing(provider):
+    provider.create_session(session_id="s1")
+    append_turns(provider, "s1", 1, 3)
+    summarizer = RecordingSummarizer()
+    before = snapshot_state(provider, "s1")
+    with pytest.raises(InvalidEntry, match="custom_instructions must be a string or None"):
+        compact_session(provider, "s1", summarizer=summarizer, settings=keep(200), custom_instructions=["x"])
+    assert summarizer.requests == [] and snapshot_state(provider, "s1") == before

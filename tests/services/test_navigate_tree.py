@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sessiontree.core.errors import EntryNotFound, LeafConflict, SummarizerError
+from sessiontree.core.errors import EntryNotFound, InvalidEntry, LeafConflict, SummarizerError
 from sessiontree.core.path import resolve_latest_labels
 from sessiontree.services import navigate_tree
 from sessiontree.summarizers.generate import BRANCH_SUMMARY_PREAMBLE
@@ -289,3 +289,16 @@ def test_empty_label_adds_nothing(tree):
     count = len(p.list_entries("s1"))
     assert navigate_tree(p, "s1", tree.a3["id"], label="")["label_entry"] is None
     assert len(p.list_entries("s1")) == count
+
+
+@pytest.mark.parametrize("options", [{"label": 123}, {"label": ["x"]}, {"custom_instructions": ["focus"]}])
+def test_a_non_text_label_or_instruction_is_refused_before_anything_moves(tree, options):
+    # Found only when the label was appended, it used to leave the leaf moved
+    # (and a summary written) behind a failed call.
+    p = tree.provider
+    summarizer = RecordingSummarizer()
+    before = snapshot_state(p, "s1")
+    with pytest.raises(InvalidEntry, match="must be a string or None"):
+        navigate_tree(p, "s1", tree.a3["id"], summarize=True, summarizer=summarizer, **options)
+    assert snapshot_state(p, "s1") == before
+    assert summarizer.requests == []
