@@ -191,6 +191,8 @@ def _not_json(entry: FileEntry, exc: Exception) -> InvalidEntry:
         return InvalidEntry(f"An entry must be a JSON object, not {type(entry).__name__}")
     field = next((key for key, value in entry.items() if not isinstance(key, str) or not _encodable(value)), None)
     where = f"field {field!r}" if field is not None else "a field"
+    if "surrogates" in str(exc):
+        return InvalidEntry(f"Entry {entry.get('id')}: {where} is not valid Unicode text (a lone surrogate)")
     return InvalidEntry(f"Entry {entry.get('id')}: {where} cannot be stored as JSON ({exc})")
 
 

@@ -49,7 +49,7 @@ from sessiontree.core.errors import (
 from sessiontree.core.fork import build_branched_entries
 from sessiontree.core.ids import new_entry_id, new_session_id
 from sessiontree.core.path import entry_depths, resolve_latest_labels
-from sessiontree.core.pi_session_file import gc_paused, new_session_header
+from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_session_header
 from sessiontree.core.snapshot import build_snapshot
 from sessiontree.core.types import Entry, SessionContext, SessionSnapshot, SessionTreeSession
 from sessiontree.models import AgentSession, AgentSessionEntry
@@ -466,6 +466,7 @@ class MySQLSessionTreeProvider(TypedAppends):
             new = prepare_new_entry(
                 entry if generated is None else {**entry, "id": generated}, leaf_id=locked.leaf_entry_id, by_id=stored
             )
+            _, new = encode_entry_line(new)  # as stored and read back (NaN → null), as the file provider returns it
             depth = 0 if locked.leaf_depth is None else locked.leaf_depth + 1
             for _ in range(ID_ATTEMPTS):
                 try:
@@ -505,7 +506,7 @@ class MySQLSessionTreeProvider(TypedAppends):
                 raise ImmutableEntry(f"Entry {entry_id} of session {session_id} is completed and cannot change")
             current = rows.decode_row(payload)
             named = [patch.get("targetId"), patch.get("firstKeptEntryId")] if isinstance(patch, dict) else []
-            updated = apply_in_flight_patch(current, patch, StoredIds(locked.pk, named))
+            _, updated = encode_entry_line(apply_in_flight_patch(current, patch, StoredIds(locked.pk, named)))
             params = rows.update_in_flight_params(
                 row_pk, updated, status=COMPLETED if complete else IN_FLIGHT, in_flight_status=IN_FLIGHT
             )

@@ -524,8 +524,13 @@ def test_values_json_cannot_hold_are_refused_and_nothing_is_stored(provider, val
 
 def test_nan_is_stored_as_null_as_pis_json_does(provider):
     provider.create_session(session_id="s1")
-    provider.append_custom_entry("s1", "c", {"v": float("nan"), "w": float("inf")})
-    assert provider.list_entries("s1")[0]["data"] == {"v": None, "w": None}
+    entry = provider.append_custom_entry("s1", "c", {"v": float("nan"), "w": float("inf")})
+    assert provider.list_entries("s1") == [entry]  # the append returns what is stored
+    assert entry["data"] == {"v": None, "w": None}
+    streaming = provider.begin_in_flight_entry("s1", {"type": "message", "message": assistant(""), "x": float("nan")})
+    assert streaming["x"] is None
+    done = provider.update_in_flight_entry("s1", streaming["id"], {"y": float("-inf")}, complete=True)
+    assert provider.list_entries("s1") == [entry, done] and done["y"] is None
 
 
 @pytest.mark.parametrize(
