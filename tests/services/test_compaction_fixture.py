@@ -14,7 +14,7 @@ import pytest
 from sessiontree.core.compaction import CompactionSettings, estimate_context_tokens
 from sessiontree.core.context_builder import build_session_context
 from sessiontree.core.pi_session_file import load_entries_from_file, migrate_to_current_version, split_header
-from sessiontree.services import compact_session
+from sessiontree.services import compact_session, fork_session
 
 from .session_builders import RecordingSummarizer
 
@@ -119,3 +119,32 @@ def test_a_third_compaction_updates_the_second_summary(provider, migrated):
     context = provider.build_context(session_id)
     assert context["messages"][0]["summary"] == entry["summary"]
     assert context["messages"][1:] == [e["message"] for e in path[kept_index:-1] if e["type"] == "message"]
+
+
+def test_replaying_each_of_pis_compactions_measures_the_context_as_pi_did(provider, migrated):
+    """Fork just before each compaction Pi wrote and compact there: ``tokensBefore``
+    is the figure Pi stored (175,004 and 185,014), and the second replay updates
+    the first compaction's summary.
+
+    ``firstKeptEntryId`` is not compared: this file was written by an earlier
+    Pi release whose kept regions here start on user messages (entries 292
+    and 550, about 20,000 tokens of reported usage before the end); the
+    current rule, which this project follows, walks back by character
+    estimates and may cut at an assistant reply (here 259 and 533, both
+    split turns)."""
+    header, kernel_entries = migrated
+    session_id = load_into(provider, header, kernel_entries)
+    stored = provider.list_entries(session_id)
+    pis = [e for e in stored if e["type"] == "compaction"]
+    assert [c["tokensBefore"] for c in pis] == [175004, 185014]
+
+    for number, pi_compaction in enumerate(pis):
+        fork = fork_session(provider, session_id, pi_compaction["parentId"], position="at")
+        summarizer = RecordingSummarizer()
+        entry = compact_session(provider, fork["session_id"], summarizer=summarizer, settings=CompactionSettings())
+        assert entry["tokensBefore"] == pi_compaction["tokensBefore"]
+        assert summarizer.requests[0].previous_summary == (pis[0]["summary"] if number else None)
+        path = provider.get_active_path(fork["session_id"])
+        kept = next(e for e in path if e["id"] == entry["firstKeptEntryId"])
+        assert kept["message"]["role"] != "toolResult"
+        assert path.index(kept) > (path.index(next(e for e in path if e["id"] == pis[0]["id"])) if number else 0)
