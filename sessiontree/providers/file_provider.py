@@ -222,8 +222,18 @@ class FileSessionTreeProvider(TypedAppends):
     def _write(self, fd: int, index: FileIndex, entry: Entry) -> Entry:
         """Append one entry's line; returns the entry as stored (see ``encode_entry_line``)."""
         line, stored = encode_entry_line(entry)  # InvalidEntry before a byte is written
+        grown_meanwhile = os.fstat(fd).st_size != index.size
         size = append_lines(fd, [line], fsync=self.fsync)
         st = os.fstat(fd)
+        if grown_meanwhile or st.st_size != size:
+            # A writer that ignores our lock (Pi itself, say) appended since
+            # the refresh: forget this index so the next read loads the file
+            # whole, foreign lines included, instead of skipping past them.
+            with _cache_lock:
+                for key, cached in list(_cache.items()):
+                    if cached is index:
+                        del _cache[key]
+            return stored
         index.extend([stored])
         index.offset = size
         index.size, index.mtime_ns = st.st_size, st.st_mtime_ns

@@ -229,3 +229,30 @@ def test_growth_is_read_from_the_tail_only_and_an_append_reads_nothing(provider,
         f.write(serialize_line(foreign))
     assert provider.list_entries("s1")[-1] == foreign
     assert parsed == [serialize_line(foreign)]  # just the appended tail
+
+
+def test_a_line_written_without_our_lock_between_refresh_and_append_is_not_lost(provider, monkeypatch):
+    """Pi appends without taking our lock: a line it writes after our refresh
+    and before our own line must still be read afterwards."""
+    from sessiontree.providers import file_provider as module
+
+    session = provider.create_session(session_id="s1")
+    a = provider.append_message("s1", {"role": "user", "content": "a"})
+    foreign = {
+        "type": "custom",
+        "id": "pi000001",
+        "parentId": a["id"],
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "customType": "pi",
+    }
+    real_encode = module.encode_entry_line
+
+    def racing_encode(entry):
+        with open(session["session_file"], "ab") as f:  # the foreign writer gets in after our refresh
+            f.write(serialize_line(foreign))
+        return real_encode(entry)
+
+    monkeypatch.setattr(module, "encode_entry_line", racing_encode)
+    b = provider.append_message("s1", {"role": "user", "content": "b"})
+    monkeypatch.setattr(module, "encode_entry_line", real_encode)
+    assert provider.list_entries("s1") == [a, foreign, b]
