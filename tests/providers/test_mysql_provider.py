@@ -359,6 +359,8 @@ def test_queries_per_call_do_not_grow_with_the_session(provider, django_assert_n
         leaf_id = provider.get_session(session_id)["leaf_entry_id"]
         with django_assert_num_queries(4 + SAVEPOINT):  # + the label's target
             provider.append_label_change(session_id, leaf_id, "l")
+        with django_assert_num_queries(4 + SAVEPOINT):  # + the first kept entry
+            provider.append_compaction(session_id, summary="s", first_kept_entry_id=leaf_id, tokens_before=1)
         with django_assert_num_queries(3):  # session, skeleton, path payloads
             provider.get_active_path(session_id)
         with django_assert_num_queries(3):
