@@ -5,3 +5,10 @@ class RoleplayConfig(AppConfig):
     name = "roleplay"
     verbose_name = "Roleplay"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Every compaction of a roleplay branch gets its automatic checkpoint
+        # (seed 003 §6.2), whoever called compact_session.
+        from roleplay.service import register_hooks
+
+        register_hooks()

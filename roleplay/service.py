@@ -377,24 +377,45 @@ def history_fork(
     return {"session": session, "state": inspect_state(provider, session["session_id"])}
 
 
-def compact_with_checkpoint(provider: SessionTreeProvider, session_id: str, **kwargs: Any) -> dict[str, Any]:
-    """Compact (``compact_session``), then append the automatic checkpoint as the compaction's child.
+def checkpoint_after_compaction(provider: SessionTreeProvider, session_id: str, compaction: Entry) -> Entry | None:
+    """Append the automatic checkpoint as the compaction entry's child.
 
-    Only when a compaction was written and the branch has a character.
+    Registered as a compaction hook (roleplay/apps.py), so it runs after every
+    ``sessiontree.services.compact_session``. Only when the branch has a
+    character; ``None`` otherwise, or when someone appended after the
+    compaction first.
+    """
+    branch = _read_branch(provider, session_id, compaction["id"])
+    if branch["state"]["character_id"] is None:
+        return None
+    data = make_checkpoint_data(branch["state"])
+    data.update({"trigger": "compaction", "compactionEntryId": compaction["id"]})
+    try:
+        return _append(provider, session_id, branch, schema.CHECKPOINT_TYPE, data)
+    except LeafConflict:
+        # A checkpoint anywhere else would not be the compaction's child, and
+        # it is only a shortcut for the reducer: the compaction stands alone.
+        return None
+
+
+def compact_with_checkpoint(provider: SessionTreeProvider, session_id: str, **kwargs: Any) -> dict[str, Any]:
+    """Compact (``compact_session``) and report the automatic checkpoint the
+    compaction hook appended as the compaction's child (``None`` when the
+    branch has no character or nothing was compacted).
+
     Returns ``{"compaction": Entry | None, "checkpoint": Entry | None}``.
     """
     compaction = tree_services.compact_session(provider, session_id, **kwargs)
     checkpoint = None
     if compaction is not None:
-        branch = _read_branch(provider, session_id, compaction["id"])
-        if branch["state"]["character_id"] is not None:
-            data = make_checkpoint_data(branch["state"])
-            data.update({"trigger": "compaction", "compactionEntryId": compaction["id"]})
-            try:
-                checkpoint = _append(provider, session_id, branch, schema.CHECKPOINT_TYPE, data)
-            except LeafConflict:
-                # Someone appended after the compaction: a checkpoint anywhere
-                # else would not be the compaction's child, and it is only a
-                # shortcut for the reducer, so the compaction stands without it.
-                checkpoint = None
+        session = provider.get_session(session_id)
+        leaf_id = session["leaf_entry_id"] if session else None
+        if leaf_id is not None and leaf_id != compaction["id"]:
+            leaf = provider.get_entry(session_id, leaf_id)
+            if leaf.get("parentId") == compaction["id"] and leaf.get("customType") == schema.CHECKPOINT_TYPE:
+                checkpoint = leaf
     return {"compaction": compaction, "checkpoint": checkpoint}
+
+
+def register_hooks() -> None:
+    tree_services.register_compaction_hook(checkpoint_after_compaction)

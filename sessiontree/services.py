@@ -11,7 +11,8 @@ them and the few places where we differ.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypedDict
 
 from sessiontree.core import entries as build
@@ -27,7 +28,35 @@ from sessiontree.summarizers import (
     get_summarizer,
 )
 
-__all__ = ["FORK_POSITIONS", "NavigateResult", "compact_session", "fork_session", "navigate_tree"]
+__all__ = [
+    "FORK_POSITIONS",
+    "NavigateResult",
+    "compact_session",
+    "fork_session",
+    "navigate_tree",
+    "register_compaction_hook",
+    "unregister_compaction_hook",
+]
+
+logger = logging.getLogger(__name__)
+
+# Called with (provider, session_id, compaction_entry) after every compaction
+# that compact_session writes — Pi's "session_compact" extension event. The
+# roleplay app registers its automatic checkpoint here (roleplay/apps.py).
+CompactionHook = Callable[[SessionTreeProvider, str, Entry], object]
+_compaction_hooks: list[CompactionHook] = []
+
+
+def register_compaction_hook(hook: CompactionHook) -> None:
+    """Run ``hook`` after each compaction ``compact_session`` appends (once, however often registered)."""
+    if hook not in _compaction_hooks:
+        _compaction_hooks.append(hook)
+
+
+def unregister_compaction_hook(hook: CompactionHook) -> None:
+    if hook in _compaction_hooks:
+        _compaction_hooks.remove(hook)
+
 
 ForkPosition = Literal["before", "at"]
 FORK_POSITIONS: tuple[str, ...] = ("before", "at")
@@ -129,7 +158,15 @@ def compact_session(
         tokens_before=result.tokens_before,
         details=result.details,
     )
-    return provider.append_entry(session_id, entry, expected_leaf_id=leaf_id)
+    compaction = provider.append_entry(session_id, entry, expected_leaf_id=leaf_id)
+    for hook in list(_compaction_hooks):
+        try:
+            hook(provider, session_id, compaction)
+        except Exception:
+            # The compaction is stored and correct; a hook (e.g. an automatic
+            # checkpoint) is an optimisation that must not make it look failed.
+            logger.exception("compaction hook %r failed for session %s", hook, session_id)
+    return compaction
 
 
 # --- tree navigation --------------------------------------------------------------------

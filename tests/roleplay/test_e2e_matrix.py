@@ -249,6 +249,48 @@ def test_compaction_appends_a_checkpoint_that_keeps_revision_and_hash(story):
     assert (moved["state"]["revision"], moved["state"]["state_hash"]) == (before["revision"], before["state_hash"])
 
 
+def test_any_compaction_of_a_roleplay_branch_gets_its_checkpoint(story):
+    """Not only the roleplay wrapper: the plain session-tree compaction (what an
+    API, admin action or agent runtime calls) appends the checkpoint too."""
+    from sessiontree.services import compact_session
+
+    long_story(story)
+    before = service.inspect_state(story.provider, story.session_id)
+    compaction = compact_session(
+        story.provider,
+        story.session_id,
+        summarizer=FakeSummarizer("They travelled."),
+        settings=CompactionSettings(keep_recent_tokens=200),
+    )
+    checkpoint = story.entry(story.leaf)
+    assert checkpoint["customType"] == schema.CHECKPOINT_TYPE
+    assert checkpoint["parentId"] == compaction["id"]
+    after = service.inspect_state(story.provider, story.session_id)
+    assert (after["revision"], after["state_hash"]) == (before["revision"], before["state_hash"])
+
+
+def test_a_failing_compaction_hook_never_loses_the_compaction(story, caplog):
+    from sessiontree import services as tree_services
+
+    def broken_hook(provider, session_id, compaction):
+        raise RuntimeError("hook broke")
+
+    long_story(story)
+    tree_services.register_compaction_hook(broken_hook)
+    try:
+        compaction = tree_services.compact_session(
+            story.provider,
+            story.session_id,
+            summarizer=FakeSummarizer("They travelled."),
+            settings=CompactionSettings(keep_recent_tokens=200),
+        )
+    finally:
+        tree_services.unregister_compaction_hook(broken_hook)
+    assert compaction is not None
+    assert story.entry(compaction["id"]) == compaction
+    assert "hook broke" in caplog.text
+
+
 # --- correction ---
 
 

@@ -333,3 +333,22 @@ def test_every_subcommand_exits_non_zero_on_bad_input_and_appends_nothing(story,
     assert caught.value.returncode == code, str(caught.value)
     assert "\n" not in str(caught.value) and out.getvalue() == ""
     assert story.entries() == before
+
+
+def test_compact_appends_the_compaction_and_its_checkpoint(story):
+    story.haircut_story()
+    out, _ = rp(story.session_id, "compact")
+    assert out == "Nothing to compact on this branch.\n"
+    for n in range(12):
+        story.user(f"Chapter {n}: " + "They walk on through the hills. " * 400)
+        story.assistant(f"Alice tells story {n}. " + "The road is long and the sky is grey. " * 400)
+    before = service.inspect_state(story.provider, story.session_id)
+    result = rp_json(story.session_id, "compact", "--instructions", "keep the hair")
+    compaction, checkpoint = result["compaction"], result["checkpoint"]
+    assert compaction["type"] == "compaction"
+    assert checkpoint["parentId"] == compaction["id"]
+    assert checkpoint["customType"] == schema.CHECKPOINT_TYPE
+    assert result["state"]["state_hash"] == before["state_hash"]
+    assert story.leaf == checkpoint["id"]
+    with pytest.raises(CommandError):
+        rp("no-such-session", "compact")

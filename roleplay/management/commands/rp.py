@@ -153,6 +153,9 @@ class Command(BaseCommand):
 
         leaf(groups, "checkpoint", "append a checkpoint of the current state", self.checkpoint)
 
+        sub = leaf(groups, "compact", "compact the branch; a checkpoint follows the compaction", self.compact)
+        sub.add_argument("--instructions", dest="custom_instructions", help="extra instructions for the summary")
+
         state = groups.add_parser("state", help="correct the state").add_subparsers(
             dest="action", metavar="correct", required=True
         )
@@ -260,6 +263,19 @@ class Command(BaseCommand):
     def checkpoint(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         entry = service.create_checkpoint(provider, session_id)
         self.emit_write(provider, session_id, entry, f"checkpoint at revision {entry['data']['revision']}")
+
+    def compact(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
+        result = service.compact_with_checkpoint(
+            provider, session_id, custom_instructions=options.get("custom_instructions")
+        )
+        compaction, checkpoint = result["compaction"], result["checkpoint"]
+        if compaction is None:
+            human = "Nothing to compact on this branch."
+        else:
+            human = f"Appended compaction {compaction['id']} (kept from {compaction['firstKeptEntryId']})."
+            if checkpoint is not None:
+                human += f" Checkpoint {checkpoint['id']} at revision {checkpoint['data']['revision']} follows it."
+        self.emit({**result, "state": service.inspect_state(provider, session_id)}, human)
 
     def state_correct(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         payload = _json_object(options["payload"], "the correction")
