@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +30,7 @@ from sessiontree.core.compaction import (
 )
 from sessiontree.core.context_builder import build_session_context
 from sessiontree.core.pi_session_file import load_entries_from_file, migrate_to_current_version, split_header
+from tests.pi_fixtures import fixture_path
 
 # --- entry builders ------------------------------------------------------------------
 
@@ -601,19 +600,9 @@ def test_serialize_conversation() -> None:
 # --- the real Pi fixture ------------------------------------------------------------------------
 
 
-def fixtures_dir() -> Path:
-    configured = os.environ.get("SESSIONTREE_PI_FIXTURES")
-    if configured:
-        return Path(configured)
-    return Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "pi"
-
-
 @pytest.fixture(scope="module")
 def before_compaction_path() -> list[dict[str, Any]]:
-    path = fixtures_dir() / "before-compaction.jsonl"
-    if not path.is_file():
-        pytest.fail(f"Pi fixture missing: {path} (set SESSIONTREE_PI_FIXTURES)")
-    file_entries = load_entries_from_file(path)
+    file_entries = load_entries_from_file(fixture_path("before-compaction.jsonl"))
     migrate_to_current_version(file_entries)
     _header, entries = split_header(file_entries)
     return entries

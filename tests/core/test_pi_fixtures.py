@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import collections
 import itertools
-import os
 import re
-from pathlib import Path
 
 import orjson
 import pytest
@@ -25,24 +23,9 @@ from sessiontree.core.pi_session_file import (
     serialize_file,
     split_header,
 )
+from tests.pi_fixtures import fixture_path, fixtures_dir
 
 HEX8 = re.compile(r"^[0-9a-f]{8}$")
-
-
-def fixtures_dir() -> Path:
-    configured = os.environ.get("SESSIONTREE_PI_FIXTURES")
-    if configured:
-        return Path(configured)
-    # The shared folder sits beside the repository checkout.
-    return Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "pi"
-
-
-def fixture_path(name: str) -> Path:
-    path = fixtures_dir() / name
-    if not path.is_file():
-        # Fail, never skip: these files are what proves Pi compatibility.
-        pytest.fail(f"Pi fixture {name} not found at {path}; set SESSIONTREE_PI_FIXTURES to its folder")
-    return path
 
 
 def raw_lines(name: str) -> list[dict]:

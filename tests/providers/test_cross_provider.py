@@ -8,10 +8,8 @@ must come back equal as JSON, unknown fields and key order included.
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -23,6 +21,7 @@ from sessiontree.core.context_builder import build_session_context
 from sessiontree.core.errors import SessionTreeError
 from sessiontree.providers.file_provider import FileSessionTreeProvider, clear_index_cache
 from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
+from tests.pi_fixtures import fixture_path
 
 FIXED_NOW = "2026-04-19T00:00:00.000Z"
 PI_HEADER_KEYS = {"type", "version", "id", "timestamp", "cwd", "parentSession"}
@@ -34,21 +33,6 @@ def providers(db, tmp_path, monkeypatch):
     monkeypatch.setattr(fork, "now_iso", lambda: FIXED_NOW)
     clear_index_cache()
     return FileSessionTreeProvider(root=tmp_path / "files"), MySQLSessionTreeProvider()
-
-
-def fixtures_dir() -> Path:
-    configured = os.environ.get("SESSIONTREE_PI_FIXTURES")
-    if configured:
-        return Path(configured)
-    # The shared folder sits beside the repository checkout.
-    return Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "pi"
-
-
-def fixture_path(name: str) -> Path:
-    path = fixtures_dir() / name
-    if not path.is_file():
-        pytest.fail(f"Pi fixture {name} not found at {path}; set SESSIONTREE_PI_FIXTURES to its folder")
-    return path
 
 
 def as_json(entries: list[dict]) -> list[bytes]:

@@ -5,7 +5,6 @@ that updates the second one's summary."""
 from __future__ import annotations
 
 import inspect
-import os
 import shutil
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from sessiontree.core.compaction import CompactionSettings, estimate_context_tok
 from sessiontree.core.context_builder import build_session_context
 from sessiontree.core.pi_session_file import load_entries_from_file, migrate_to_current_version, split_header
 from sessiontree.services import compact_session, fork_session
+from tests.pi_fixtures import fixture_path as pi_fixture_path
 
 from .session_builders import RecordingSummarizer
 
@@ -22,15 +22,7 @@ FIXTURE = "before-compaction.jsonl"
 
 
 def fixture_path() -> Path:
-    configured = os.environ.get("SESSIONTREE_PI_FIXTURES")
-    folder = (
-        Path(configured) if configured else Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "pi"
-    )
-    path = folder / FIXTURE
-    if not path.is_file():
-        # Fail, never skip: this file is what proves Pi compatibility.
-        pytest.fail(f"Pi fixture {FIXTURE} not found at {path}; set SESSIONTREE_PI_FIXTURES to its folder")
-    return path
+    return pi_fixture_path(FIXTURE)
 
 
 @pytest.fixture(scope="module")
