@@ -20,7 +20,7 @@ def source(provider):
     u1 ─ a1 ─ label(a1 "checkpoint") ─ u2 ─ a2 ─ u3 ─ a3   ← leaf
                                         └─ (side branch) u4 ─ a4, with label(u4 "side")
     """
-    provider.create_session(session_id="src", cwd="/work/app")
+    provider.create_session(session_id="src", cwd="/srv/app")
     s = SimpleNamespace(provider=provider)
     s.u1 = provider.append_message("src", user("one"))
     s.a1 = provider.append_message("src", assistant("first answer"))
