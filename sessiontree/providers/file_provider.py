@@ -107,7 +107,7 @@ def clear_index_cache() -> None:
         _cache.clear()
 
 
-class FileSessionTreeProvider(TypedAppends):
+class FileSessionTreeProvider(meta.SessionMetaMethods, TypedAppends):
     kind = KIND
 
     def __init__(self, root: str | os.PathLike[str] | None = None, *, fsync: bool | None = None) -> None:
@@ -207,9 +207,6 @@ class FileSessionTreeProvider(TypedAppends):
                 return
             finally:
                 os.close(fd)
-
-    def _row(self, session_id: str) -> AgentSession:
-        return meta.get_row(session_id, provider=KIND)
 
     @staticmethod
     def _view(row: AgentSession, index: FileIndex) -> tuple[list[Entry], dict[str, Entry]]:
@@ -326,16 +323,6 @@ class FileSessionTreeProvider(TypedAppends):
                 leaf = index.entries[-1]["id"] if index.entries else None
                 meta.set_leaf(row, leaf, appended=len(index.entries), root_entry_id=roots[0] if roots else None)
         return meta.to_session_dict(row)
-
-    def get_session(self, session_id: str) -> SessionTreeSession | None:
-        try:
-            return meta.to_session_dict(self._row(session_id))
-        except SessionNotFound:
-            return None
-
-    def update_session(self, session_id: str, **fields: Any) -> SessionTreeSession:
-        row = self._row(session_id)
-        return meta.to_session_dict(meta.update_row_fields(row, fields))
 
     def delete_session(self, session_id: str, *, hard: bool = False) -> None:
         row = self._row(session_id)

@@ -242,3 +242,22 @@ def set_leaf(
     row.updated_at = changes["updated_at"]
     if appended:
         row.entry_count += appended
+
+
+class SessionMetaMethods:
+    """The contract methods that touch only the meta row, alike for every
+    provider (``kind`` names the provider whose sessions it may see)."""
+
+    kind: str
+
+    def _row(self, session_id: str) -> AgentSession:
+        return get_row(session_id, provider=self.kind)
+
+    def get_session(self, session_id: str) -> SessionTreeSession | None:
+        try:
+            return to_session_dict(self._row(session_id))
+        except SessionNotFound:
+            return None
+
+    def update_session(self, session_id: str, **fields: Any) -> SessionTreeSession:
+        return to_session_dict(update_row_fields(self._row(session_id), fields))

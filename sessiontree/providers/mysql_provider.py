@@ -192,7 +192,7 @@ _ADVANCE_LEAF_SQL = (
 )
 
 
-class MySQLSessionTreeProvider(TypedAppends):
+class MySQLSessionTreeProvider(meta.SessionMetaMethods, TypedAppends):
     kind = KIND
 
     # --- transactions -----------------------------------------------------------
@@ -214,9 +214,6 @@ class MySQLSessionTreeProvider(TypedAppends):
                     raise
                 logger.info("Transaction attempt %d hit a lock conflict (%s); retrying", attempt, exc)
             time.sleep(RETRY_BASE_SECONDS * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5))
-
-    def _row(self, session_id: str) -> AgentSession:
-        return meta.get_row(session_id, provider=KIND)
 
     @staticmethod
     def _lock(session_id: str) -> LockedSession:
@@ -398,16 +395,6 @@ class MySQLSessionTreeProvider(TypedAppends):
             return row
 
         return meta.to_session_dict(self._atomic(work))
-
-    def get_session(self, session_id: str) -> SessionTreeSession | None:
-        try:
-            return meta.to_session_dict(self._row(session_id))
-        except SessionNotFound:
-            return None
-
-    def update_session(self, session_id: str, **fields: Any) -> SessionTreeSession:
-        row = self._row(session_id)
-        return meta.to_session_dict(meta.update_row_fields(row, fields))
 
     def delete_session(self, session_id: str, *, hard: bool = False) -> None:
         row = self._row(session_id)
