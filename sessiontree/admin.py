@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -211,8 +212,23 @@ class AgentAdmin(admin.ModelAdmin):
     readonly_fields = ("created_at", "updated_at")
 
 
+class AgentSessionForm(forms.ModelForm):
+    class Meta:
+        model = AgentSession
+        fields = ("title", "agent", "user_id", "metadata")
+
+    def clean_metadata(self) -> Any:
+        # The provider refuses anything but an object; say so on the form
+        # instead of failing the save.
+        metadata = self.cleaned_data.get("metadata")
+        if not isinstance(metadata, dict):
+            raise forms.ValidationError('Metadata must be a JSON object, e.g. {} or {"team": "billing"}.')
+        return metadata
+
+
 @admin.register(AgentSession)
 class AgentSessionAdmin(admin.ModelAdmin):
+    form = AgentSessionForm
     list_display = ("session_id", "title", "provider", "status", "entry_count", "leaf_entry_id", "updated_at")
     list_filter = ("provider", "status", "agent")
     search_fields = ("session_id", "title", "user_id")

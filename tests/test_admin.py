@@ -129,6 +129,25 @@ def test_editing_the_title_goes_through_the_provider_and_is_audited(demo, admin_
     assert record.details == {"fields": ["title"]}
 
 
+def test_metadata_that_is_not_an_object_is_a_form_error_not_a_crash(demo, admin_client):
+    row = AgentSession.objects.get(session_id="demo-coding-2")
+    url = reverse("admin:sessiontree_agentsession_change", args=[row.pk])
+    response = admin_client.post(
+        url,
+        {
+            "title": row.title,
+            "agent": row.agent_id,
+            "user_id": row.user_id,
+            "metadata": "[1, 2]",
+            "initial-metadata": "{}",
+        },
+    )
+    assert response.status_code == 200
+    assert "must be a JSON object" in response.content.decode()
+    assert get_provider("file").get_session("demo-coding-2")["metadata"] == row.metadata
+    assert not AuditRecord.objects.filter(action="update_session").exists()
+
+
 def test_sessions_cannot_be_added_or_deleted_from_the_admin(demo, admin_client):
     row = AgentSession.objects.get(session_id="demo-coding-1")
 
