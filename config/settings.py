@@ -72,7 +72,16 @@ def database_from_env() -> dict:
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": os.environ.get("SQLITE_PATH", str(VAR_DIR / "db.sqlite3")),
-            "OPTIONS": {"timeout": 20},
+            # WAL lets readers run beside the writer and makes a commit cheap
+            # (no fsync per transaction with synchronous=NORMAL; a power cut
+            # may lose the last commits, never corrupt the file). IMMEDIATE
+            # takes the write lock at BEGIN, so two writers queue instead of
+            # deadlocking on a lock upgrade.
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
             # A file, not Django's shared in-memory database: that one answers
             # "table is locked" at once instead of waiting, so tests with
             # concurrent writers could not run on it. One file per process.
@@ -110,6 +119,15 @@ STATIC_ROOT = VAR_DIR / "static"
 # --- session tree -----------------------------------------------------------
 SESSIONTREE_FILE_ROOT = os.environ.get("SESSIONTREE_FILE_ROOT", str(VAR_DIR / "sessions"))
 SESSIONTREE_DEFAULT_PROVIDER = os.environ.get("SESSIONTREE_DEFAULT_PROVIDER", "file")
+# The provider registry: kind → class. A kind not listed here is ImproperlyConfigured.
+SESSIONTREE_PROVIDERS = {
+    "file": "sessiontree.providers.file_provider.FileSessionTreeProvider",
+    "mysql": "sessiontree.providers.mysql_provider.MySQLSessionTreeProvider",
+}
+# Limits every provider applies before writing an entry (the defaults are what
+# MariaDB stores with its own defaults; see sessiontree/core/entries.py).
+SESSIONTREE_MAX_ENTRY_BYTES = int(os.environ.get("SESSIONTREE_MAX_ENTRY_BYTES", str(6 * 1024 * 1024)))
+SESSIONTREE_MAX_ENTRY_DEPTH = int(os.environ.get("SESSIONTREE_MAX_ENTRY_DEPTH", "30"))
 # "always" fsyncs every appended line; "never" leaves it to the OS.
 SESSIONTREE_FSYNC = os.environ.get("SESSIONTREE_FSYNC", "never")
 

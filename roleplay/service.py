@@ -2,12 +2,14 @@
 
 Every function here is thin: read the active path from the provider, reduce
 it with ``roleplay.reducer.reduce_branch``, validate the input with
-``roleplay.schema`` against that reduced state, and append one entry as a
-child of the leaf that was read (``expected_leaf_id``), so a leaf moved
-meanwhile by someone else gives ``LeafConflict`` instead of a commit on the
-wrong branch. Bad input raises ``RoleplayValidationError`` and appends
-nothing. REST views, admin pages and the ``rp`` command call these functions
-and nothing below them.
+``roleplay.schema`` against that reduced state, and append the entry (or
+entries, all or none) through the operations layer
+(``sessiontree.services.entries``, audited with the caller's ``actor`` and
+``channel``) as a child of the leaf that was read (``expected_leaf_id``), so
+a leaf moved meanwhile by someone else gives ``LeafConflict`` instead of a
+commit on the wrong branch. Bad input raises ``RoleplayValidationError`` and
+appends nothing. REST views, admin pages and the ``rp`` command call these
+functions and nothing below them.
 
 Navigation and forks are not roleplay writes: ``history_goto`` and
 ``history_fork`` delegate to ``sessiontree.services`` and only report the
@@ -22,9 +24,10 @@ from typing import Any, Literal, TypedDict
 from sessiontree import services as tree_services
 from sessiontree.core.context_builder import UNSET, _Unset
 from sessiontree.core.entries import custom_entry
-from sessiontree.core.errors import LeafConflict, SessionNotFound, SessionTreeError
+from sessiontree.core.errors import CONFLICT, LeafConflict, SessionNotFound, SessionTreeError
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.providers.base import SessionTreeProvider
+from sessiontree.services.hooks import HookEvent
 
 from . import schema
 from .reducer import PatchFailed, RoleplayState, apply_patch, make_checkpoint_data, reduce_branch
@@ -41,7 +44,7 @@ class CharacterArchived(SessionTreeError):
     """The character is archived on this branch: its state is read-only."""
 
     code = "character_archived"
-    http_status = 409
+    category = CONFLICT
 
 
 ReviewStatus = Literal["pending", "accepted", "rejected"]
@@ -130,8 +133,32 @@ def _writable_branch(provider: SessionTreeProvider, session_id: str, action: str
     return branch
 
 
-def _append(provider: SessionTreeProvider, session_id: str, branch: Branch, custom_type: str, data: Any) -> Entry:
-    return provider.append_entry(session_id, custom_entry(custom_type, data), expected_leaf_id=branch["leaf_entry_id"])
+Actor = Any  # a user, a name such as "cli:alice", an services.Actor, or None ("system")
+INTERNAL = "internal"
+
+
+def _append(
+    provider: SessionTreeProvider,
+    session_id: str,
+    branch: Branch,
+    items: list[tuple[str, Any]],
+    *,
+    operation: str,
+    actor: Actor,
+    channel: str,
+) -> Entry:
+    """Append ``(custom_type, data)`` entries at the branch's leaf, all or none
+    and audited as ``operation``; returns the last one."""
+    written = tree_services.entries.append_entries(
+        session_id=session_id,
+        entries=[custom_entry(custom_type, data) for custom_type, data in items],
+        actor=actor,
+        channel=channel,
+        provider=provider,
+        expected_leaf_id=branch["leaf_entry_id"],
+        operation=operation,
+    )
+    return written[-1]
 
 
 def _check_ops_apply(state: RoleplayState, ops: list[dict[str, Any]], where: str) -> None:
@@ -192,7 +219,14 @@ def _commit_that_set(branch: Branch, pointer: str) -> str | None:
     return None
 
 
-def correct_state(provider: SessionTreeProvider, session_id: str, payload: dict[str, Any]) -> Entry:
+def correct_state(
+    provider: SessionTreeProvider,
+    session_id: str,
+    payload: dict[str, Any],
+    *,
+    actor: Actor = None,
+    channel: str = INTERNAL,
+) -> Entry:
     """``/rp state correct {json}``: append a ``manual-correction`` commit on the current branch.
 
     The tree is never moved: this records that the current timeline's record
@@ -221,7 +255,15 @@ def correct_state(provider: SessionTreeProvider, session_id: str, payload: dict[
             data["correctsCommitId"] = inferred
             data["correctsCommitIdInferred"] = True
     _check_ops_apply(state, data["ops"], where)
-    return _append(provider, session_id, branch, schema.COMMIT_TYPE, data)
+    return _append(
+        provider,
+        session_id,
+        branch,
+        [(schema.COMMIT_TYPE, data)],
+        operation="roleplay_correct_state",
+        actor=actor,
+        channel=channel,
+    )
 
 
 def _pending_review(state: RoleplayState, review_id: str, session_id: str) -> dict[str, Any]:
@@ -236,7 +278,15 @@ def _pending_review(state: RoleplayState, review_id: str, session_id: str) -> di
     )
 
 
-def amend_review(provider: SessionTreeProvider, session_id: str, review_id: str, value: Any) -> Entry:
+def amend_review(
+    provider: SessionTreeProvider,
+    session_id: str,
+    review_id: str,
+    value: Any,
+    *,
+    actor: Actor = None,
+    channel: str = INTERNAL,
+) -> Entry:
     """Append an amendment replacing the proposed value of a pending review; it stays pending."""
     branch = _writable_branch(provider, session_id, f"amend review {review_id}")
     state = branch["state"]
@@ -247,7 +297,15 @@ def amend_review(provider: SessionTreeProvider, session_id: str, review_id: str,
         )
     assert state["character_id"] is not None
     data = schema.build_review_amendment_data(character_id=state["character_id"], review_id=review_id, value=value)
-    return _append(provider, session_id, branch, schema.REVIEW_AMENDMENT_TYPE, data)
+    return _append(
+        provider,
+        session_id,
+        branch,
+        [(schema.REVIEW_AMENDMENT_TYPE, data)],
+        operation="roleplay_amend_review",
+        actor=actor,
+        channel=channel,
+    )
 
 
 def decide_review(
@@ -257,12 +315,14 @@ def decide_review(
     decision: str,
     *,
     value: Any = UNSET,
+    actor: Actor = None,
+    channel: str = INTERNAL,
 ) -> Entry:
     """Accept or reject a pending review; returns the decision entry.
 
     ``value`` (accept only) amends the proposal first: an amendment entry,
-    then the decision as its child. An accept whose op would not apply to the
-    current state is refused before anything is appended.
+    then the decision as its child, both or neither. An accept whose op would
+    not apply to the current state is refused before anything is appended.
     """
     if decision not in schema.REVIEW_DECISIONS:
         raise RoleplayValidationError(f"review {review_id}: decision must be accept or reject, got {decision!r}")
@@ -288,13 +348,23 @@ def decide_review(
         elif "amendment" in review:
             op["value"] = review["amendment"]["value"]
         _check_ops_apply(state, [op], f"accepting review {review_id}")
+    items: list[tuple[str, Any]] = []
     if amendment is not None:
-        amended = _append(provider, session_id, branch, schema.REVIEW_AMENDMENT_TYPE, amendment)
-        branch = {**branch, "leaf_entry_id": amended["id"]}
-    return _append(provider, session_id, branch, schema.REVIEW_DECISION_TYPE, data)
+        items.append((schema.REVIEW_AMENDMENT_TYPE, amendment))
+    items.append((schema.REVIEW_DECISION_TYPE, data))
+    return _append(
+        provider, session_id, branch, items, operation=f"roleplay_{decision}_review", actor=actor, channel=channel
+    )
 
 
-def create_checkpoint(provider: SessionTreeProvider, session_id: str, **extra: Any) -> Entry:
+def create_checkpoint(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    actor: Actor = None,
+    channel: str = INTERNAL,
+    **extra: Any,
+) -> Entry:
     """Append a checkpoint of the current branch's state as the leaf's child.
 
     Allowed for an archived character (it stores, it changes nothing).
@@ -303,10 +373,25 @@ def create_checkpoint(provider: SessionTreeProvider, session_id: str, **extra: A
     branch = _read_branch(provider, session_id)
     data = make_checkpoint_data(branch["state"])  # refuses a branch without a character
     data.update(extra)
-    return _append(provider, session_id, branch, schema.CHECKPOINT_TYPE, data)
+    return _append(
+        provider,
+        session_id,
+        branch,
+        [(schema.CHECKPOINT_TYPE, data)],
+        operation="roleplay_checkpoint",
+        actor=actor,
+        channel=channel,
+    )
 
 
-def repair_turn(provider: SessionTreeProvider, session_id: str, proposal: dict[str, Any]) -> Entry:
+def repair_turn(
+    provider: SessionTreeProvider,
+    session_id: str,
+    proposal: dict[str, Any],
+    *,
+    actor: Actor = None,
+    channel: str = INTERNAL,
+) -> Entry:
     """``/rp turn repair {json}``: append the missing commit of an incomplete turn.
 
     The turn must be marked incomplete on this branch; the ops must apply and
@@ -327,10 +412,25 @@ def repair_turn(provider: SessionTreeProvider, session_id: str, proposal: dict[s
         if item["reviewId"] in known:
             raise RoleplayValidationError(f"turn repair {turn_id}: review {item['reviewId']} already exists")
     _check_ops_apply(state, data["commit"]["ops"], f"turn repair {turn_id}")
-    return _append(provider, session_id, branch, schema.REPAIR_TYPE, data)
+    return _append(
+        provider,
+        session_id,
+        branch,
+        [(schema.REPAIR_TYPE, data)],
+        operation="roleplay_repair_turn",
+        actor=actor,
+        channel=channel,
+    )
 
 
-def archive(provider: SessionTreeProvider, session_id: str, *, reason: str | None = None) -> Entry:
+def archive(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    reason: str | None = None,
+    actor: Actor = None,
+    channel: str = INTERNAL,
+) -> Entry:
     """Archive the character on this branch: from here on its state is read-only.
 
     Branch-local like every roleplay entry: navigating before it, or forking
@@ -340,7 +440,15 @@ def archive(provider: SessionTreeProvider, session_id: str, *, reason: str | Non
     branch = _writable_branch(provider, session_id, "archive it again")
     assert branch["state"]["character_id"] is not None
     data = schema.build_archive_data(character_id=branch["state"]["character_id"], reason=reason)
-    return _append(provider, session_id, branch, schema.ARCHIVE_TYPE, data)
+    return _append(
+        provider,
+        session_id,
+        branch,
+        [(schema.ARCHIVE_TYPE, data)],
+        operation="roleplay_archive",
+        actor=actor,
+        channel=channel,
+    )
 
 
 # --- the session tree, for roleplay -----------------------------------------------
@@ -354,36 +462,60 @@ def history_goto(
     summarize: bool = False,
     summarizer: Any = None,
     label: str | None = None,
+    actor: Actor = None,
+    channel: str = INTERNAL,
 ) -> dict[str, Any]:
     """``/rp history goto``: move the leaf (``navigate_tree``); the state is re-derived from the new path.
 
     Returns ``navigate_tree``'s result plus ``state``, the reduced state at the new leaf.
     """
     result = tree_services.navigate_tree(
-        provider, session_id, entry_id, summarize=summarize, summarizer=summarizer, label=label
+        provider,
+        session_id,
+        entry_id,
+        summarize=summarize,
+        summarizer=summarizer,
+        label=label,
+        actor=actor,
+        channel=channel,
     )
     return {**result, "state": inspect_state(provider, session_id)}
 
 
 def history_fork(
-    provider: SessionTreeProvider, session_id: str, entry_id: str, *, position: Literal["before", "at"] = "before"
+    provider: SessionTreeProvider,
+    session_id: str,
+    entry_id: str,
+    *,
+    position: Literal["before", "at"] = "before",
+    actor: Actor = None,
+    channel: str = INTERNAL,
 ) -> dict[str, Any]:
     """``/rp history fork``: a new session from ``entry_id`` (``fork_session``).
 
     The new session's state is reduced from its own copied path, never taken
     from the source. Returns ``{"session", "state"}``.
     """
-    session: SessionTreeSession = tree_services.fork_session(provider, session_id, entry_id, position=position)
+    session: SessionTreeSession = tree_services.fork_session(
+        provider, session_id, entry_id, position=position, actor=actor, channel=channel
+    )
     return {"session": session, "state": inspect_state(provider, session["session_id"])}
 
 
-def checkpoint_after_compaction(provider: SessionTreeProvider, session_id: str, compaction: Entry) -> Entry | None:
+def checkpoint_after_compaction(
+    provider: SessionTreeProvider,
+    session_id: str,
+    compaction: Entry,
+    *,
+    actor: Actor = None,
+    channel: str = INTERNAL,
+) -> Entry | None:
     """Append the automatic checkpoint as the compaction entry's child.
 
-    Registered as a compaction hook (roleplay/apps.py), so it runs after every
-    ``sessiontree.services.compact_session``. Only when the branch has a
-    character; ``None`` otherwise, or when someone appended after the
-    compaction first.
+    Runs as an ``after_compact`` hook (roleplay/apps.py), so after every
+    ``sessiontree.services.compact_session``, audited with its actor and
+    channel. Only when the branch has a character; ``None`` otherwise, or when
+    someone appended after the compaction first.
     """
     branch = _read_branch(provider, session_id, compaction["id"])
     if branch["state"]["character_id"] is None:
@@ -391,11 +523,34 @@ def checkpoint_after_compaction(provider: SessionTreeProvider, session_id: str, 
     data = make_checkpoint_data(branch["state"])
     data.update({"trigger": "compaction", "compactionEntryId": compaction["id"]})
     try:
-        return _append(provider, session_id, branch, schema.CHECKPOINT_TYPE, data)
+        return _append(
+            provider,
+            session_id,
+            branch,
+            [(schema.CHECKPOINT_TYPE, data)],
+            operation="roleplay_checkpoint",
+            actor=actor,
+            channel=channel,
+        )
     except LeafConflict:
         # A checkpoint anywhere else would not be the compaction's child, and
         # it is only a shortcut for the reducer: the compaction stands alone.
         return None
+
+
+def _checkpoint_hook(event: HookEvent) -> None:
+    if event.result is not None:
+        event.extras["roleplay_checkpoint"] = checkpoint_after_compaction(
+            event.provider, event.session_id, event.result, actor=event.actor, channel=event.channel
+        )
+
+
+def _state_after_move(event: HookEvent) -> None:
+    """Pi's ``session_tree``/``session_fork`` for roleplay: the state of the
+    branch now active is re-derived from its own path (seed 003 §3), never
+    carried over from the old leaf."""
+    session_id = event.result["session_id"] if event.name == "after_fork" else event.session_id
+    event.extras["roleplay_state"] = inspect_state(event.provider, session_id)
 
 
 def compact_with_checkpoint(provider: SessionTreeProvider, session_id: str, **kwargs: Any) -> dict[str, Any]:
@@ -418,4 +573,6 @@ def compact_with_checkpoint(provider: SessionTreeProvider, session_id: str, **kw
 
 
 def register_hooks() -> None:
-    tree_services.register_compaction_hook(checkpoint_after_compaction)
+    tree_services.register_hook("after_compact", _checkpoint_hook)
+    tree_services.register_hook("after_navigate", _state_after_move)
+    tree_services.register_hook("after_fork", _state_after_move)

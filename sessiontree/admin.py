@@ -2,7 +2,7 @@
 
 Tree semantics come from the provider (``get_snapshot``), never from the ORM:
 the same page shows a ``file`` or a ``mysql`` session. Edits to a session's
-meta go through ``provider.update_session`` and leave an audit record.
+meta go through the operations layer (``sessiontree.services``), audited.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path
 
+from sessiontree import services
 from sessiontree.core.errors import SessionTreeError
 from sessiontree.core.path import entry_depths
 from sessiontree.core.types import Entry, LabelInfo
@@ -267,19 +268,12 @@ class AgentSessionAdmin(admin.ModelAdmin):
         return False  # deleting a row would orphan its file; deletion is a moderation action
 
     def save_model(self, request: HttpRequest, obj: AgentSession, form: Any, change: bool) -> None:
-        # The form edits the in-memory row; the provider writes it (and may refuse).
+        # The form edits the in-memory row; the operations layer writes it
+        # (and may refuse), with the audit record.
         names = ["agent_id" if name == "agent" else name for name in form.changed_data]
         fields = {name: getattr(obj, name) for name in names}
-        if not fields:
-            return
-        get_provider_for_session(obj.session_id).update_session(obj.session_id, **fields)
-        AuditRecord.objects.create(
-            actor=request.user if request.user.is_authenticated else None,
-            channel="admin",
-            action="update_session",
-            session_id=obj.session_id,
-            details={"fields": sorted(fields)},
-        )
+        if fields:
+            services.sessions.update_session(session_id=obj.session_id, actor=request.user, channel="admin", **fields)
 
     def get_urls(self) -> list[URLPattern]:
         info = self.opts.app_label, self.opts.model_name
@@ -324,10 +318,9 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
 @admin.register(AuditRecord)
 class AuditRecordAdmin(admin.ModelAdmin):
-    list_display = ("created_at", "actor", "channel", "action", "session_id", "entry_id")
-    list_filter = ("channel", "action")
-    search_fields = ("session_id", "entry_id", "action")
-    list_select_related = ("actor",)
+    list_display = ("created_at", "actor", "channel", "operation", "session_id", "leaf_before", "leaf_after")
+    list_filter = ("channel", "operation")
+    search_fields = ("session_id", "actor", "operation")
     date_hierarchy = "created_at"
 
     def has_add_permission(self, request: HttpRequest) -> bool:

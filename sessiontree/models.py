@@ -23,8 +23,12 @@ class Agent(models.Model):
     session_provider = models.CharField(
         max_length=16,
         choices=PROVIDER_CHOICES,
-        default="file",
-        help_text="Storage of this agent's session trees: a JSONL file per session, or database tables.",
+        blank=True,
+        default="",
+        help_text=(
+            "Storage of this agent's session trees: a JSONL file per session, or database tables. "
+            "Empty: SESSIONTREE_DEFAULT_PROVIDER."
+        ),
     )
     config = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -62,7 +66,14 @@ class AgentSession(MPTTModel):
     # export to JSONL is lossless (the file provider keeps it in the file).
     header = models.JSONField(default=dict, blank=True)
     # Number of entries; the mysql provider's next entry_seq is entry_count + 1.
+    # For the file provider, also how much of the file the row has seen: a file
+    # holding more entries was appended to behind the row's back (a crash
+    # between line and row, or Pi itself), and its last entry is the leaf.
     entry_count = models.PositiveIntegerField(default=0)
+    # Tips of the tree (entries without children; 1 for a linear session) and
+    # compactions: what the session list shows and filters on.
+    branch_count = models.PositiveIntegerField(default=0)
+    compaction_count = models.PositiveIntegerField(default=0)
     # The file provider's streaming entry, kept outside the JSONL until it is
     # completed (the file is append-only and never rewritten).
     in_flight_entry = models.JSONField(null=True, blank=True)
@@ -152,18 +163,37 @@ class LineageLock(models.Model):
 
 
 class AuditRecord(models.Model):
-    """Who did what to which session, from the admin, the API or a command."""
+    """One state change of a session: who did what, from which face.
+
+    Written by the operations layer (``sessiontree/services/``) in the same
+    transaction as the change, so a record exists if and only if the change
+    happened. ``actor`` is who acted (a username, or a system actor such as
+    ``cli:alice`` or ``sync``); ``user`` links the account when there is one.
+    """
+
+    class Channel(models.TextChoices):
+        ADMIN = "admin"
+        API = "api"
+        CLI = "cli"
+        SYNC = "sync"
+        INTERNAL = "internal"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
-    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    channel = models.CharField(max_length=16, default="admin")  # admin | api | command
-    action = models.CharField(max_length=64)
+    actor = models.CharField(max_length=191, db_index=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="audit_records"
+    )
+    channel = models.CharField(max_length=16, choices=Channel.choices)
+    operation = models.CharField(max_length=64, db_index=True)
     session_id = models.CharField(max_length=64, db_index=True)
-    entry_id = models.CharField(max_length=64, null=True, blank=True)
-    details = models.JSONField(default=dict, blank=True)
+    entry_ids = models.JSONField(default=list, blank=True)
+    leaf_before = models.CharField(max_length=64, null=True, blank=True)
+    leaf_after = models.CharField(max_length=64, null=True, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
 
     class Meta:
-        ordering = ["-created_at"]
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["session_id", "-created_at"], name="audit_session_time_idx")]
 
     def __str__(self) -> str:
-        return f"{self.created_at:%Y-%m-%d %H:%M} {self.action} {self.session_id}"
+        return f"{self.created_at:%Y-%m-%d %H:%M} {self.operation} {self.session_id} by {self.actor}"

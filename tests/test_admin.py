@@ -124,9 +124,14 @@ def test_editing_the_title_goes_through_the_provider_and_is_audited(demo, admin_
 
     assert response.status_code == 302, response.content.decode()[:2000]
     assert get_provider("file").get_session("demo-coding-2")["title"] == "Renamed"
-    record = AuditRecord.objects.get(action="update_session")
-    assert (record.session_id, record.actor, record.channel) == ("demo-coding-2", admin_user, "admin")
-    assert record.details == {"fields": ["title"]}
+    record = AuditRecord.objects.get(operation="update_session")
+    assert (record.session_id, record.actor, record.user, record.channel) == (
+        "demo-coding-2",
+        admin_user.username,
+        admin_user,
+        "admin",
+    )
+    assert record.detail == {"fields": ["title"], "title": "Renamed"}
 
 
 def test_metadata_that_is_not_an_object_is_a_form_error_not_a_crash(demo, admin_client):
@@ -145,7 +150,7 @@ def test_metadata_that_is_not_an_object_is_a_form_error_not_a_crash(demo, admin_
     assert response.status_code == 200
     assert "must be a JSON object" in response.content.decode()
     assert get_provider("file").get_session("demo-coding-2")["metadata"] == row.metadata
-    assert not AuditRecord.objects.filter(action="update_session").exists()
+    assert not AuditRecord.objects.filter(operation="update_session").exists()
 
 
 def test_sessions_cannot_be_added_or_deleted_from_the_admin(demo, admin_client):
@@ -167,12 +172,12 @@ def test_changelist_filters_and_searches(demo, admin_client):
 
 
 def test_audit_records_are_read_only(admin_client):
-    record = AuditRecord.objects.create(action="switch_leaf", session_id="s1")
+    record = AuditRecord.objects.create(actor="alice", channel="api", operation="switch_leaf", session_id="s1")
 
     assert admin_client.get(reverse("admin:sessiontree_auditrecord_changelist")).status_code == 200
     change = admin_client.get(reverse("admin:sessiontree_auditrecord_change", args=[record.pk]))
     assert change.status_code == 200
-    assert 'name="action"' not in change.content.decode()  # shown, not editable
+    assert 'name="operation"' not in change.content.decode()  # shown, not editable
     assert admin_client.get(reverse("admin:sessiontree_auditrecord_add")).status_code == 403
 
 

@@ -109,7 +109,7 @@ def test_fork_points_at_its_source_and_keeps_the_source_context():
 
     assert fork["parent_session_id"] == "demo-coding-1"
     assert AgentSession.objects.get(session_id="demo-coding-1-fork").parent.session_id == "demo-coding-1"
-    assert provider.get_header("demo-coding-1-fork")["parentSession"] == "demo-coding-1"
+    assert provider.get_header("demo-coding-1-fork")["parentSession"] == provider.path_for("demo-coding-1").as_posix()
     source_messages = provider.build_context("demo-coding-1", fork_point)["messages"]
     fork_messages = provider.build_context("demo-coding-1-fork")["messages"]
     # The source's path crosses a label entry; the fork must not lose what came before it.

@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from .errors import CorruptSessionTree, EntryNotFound
-from .path import build_entry_index
+from .errors import EntryNotFound
+from .path import build_entry_index, path_entries
 from .types import Entry, ModelRef, SessionContext
 
 
@@ -99,22 +99,9 @@ def entry_to_message(entry: Entry) -> dict[str, Any] | None:
 
 
 def walk_to_root(leaf: Entry, by_id: Mapping[str, Entry]) -> list[Entry]:
-    """Root-first path from ``leaf``, tolerant as Pi is: an entry whose parent
-    is missing acts as a root (Pi's own forks leave such entries behind).
-    A cycle is still an error, since Pi would never return from it."""
-    path: list[Entry] = []
-    seen: set[str] = set()
-    current: Entry | None = leaf
-    while current is not None:
-        entry_id = current["id"]
-        if entry_id in seen:
-            raise CorruptSessionTree(f"Cycle detected at entry {entry_id}")
-        seen.add(entry_id)
-        path.append(current)
-        parent_id = current.get("parentId")
-        current = by_id.get(parent_id) if parent_id is not None else None
-    path.reverse()
-    return path
+    """Root-first path from ``leaf``, tolerant as Pi is (``path.walk_path``):
+    an entry whose parent is missing acts as a root; a cycle is an error."""
+    return path_entries(leaf["id"], by_id)
 
 
 def empty_context() -> SessionContext:

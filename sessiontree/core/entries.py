@@ -9,12 +9,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import CorruptSessionTree, EntryNotFound, InvalidEntry
+from .errors import EntryNotFound, EntryTooLarge, InvalidEntry, InvalidTree
 from .ids import new_entry_id
 from .pi_session_file import now_iso
 from .types import ENTRY_TYPES, Entry
 
 MAX_ENTRY_ID_LENGTH = 64
+# Limits every provider applies before a write (settings SESSIONTREE_MAX_ENTRY_BYTES
+# and SESSIONTREE_MAX_ENTRY_DEPTH override them). The defaults are what MariaDB
+# stores with its own defaults: a 16 MiB packet holds a 6 MiB line even when
+# escaping doubles it, and a JSON column nests at most 32 levels, which the
+# ``mysql`` provider's ``extra`` column reaches at entry depth 31.
+DEFAULT_MAX_ENTRY_BYTES = 6 * 1024 * 1024
+DEFAULT_MAX_ENTRY_DEPTH = 30
 # Fields an in-flight patch may never change: they place the entry in the tree.
 FROZEN_FIELDS = frozenset({"id", "parentId", "type"})
 
@@ -113,8 +120,8 @@ def check_copied_entries(entries: Any) -> list[Entry]:
     """``entries`` if they can be stored verbatim as a session (a fork, an
     import): JSON objects with usable, unique ids and no cycle. An entry whose
     parent is missing is accepted: reads treat it as a root, as Pi does with
-    its own files. Raises ``InvalidEntry`` / ``CorruptSessionTree`` naming the
-    entry, before anything is stored."""
+    its own files. Raises ``InvalidEntry`` (``InvalidTree`` for duplicates and
+    cycles) naming the entry, before anything is stored."""
     if not isinstance(entries, list):
         raise InvalidEntry(f"Entries to copy must be a list, not {type(entries).__name__}")
     parent_of: dict[str, Any] = {}
@@ -127,7 +134,7 @@ def check_copied_entries(entries: Any) -> list[Entry]:
                 f"Entry id {entry_id!r} must be a non-empty string of at most {MAX_ENTRY_ID_LENGTH} characters"
             )
         if entry_id in parent_of:
-            raise CorruptSessionTree(f"Duplicate entry id {entry_id}")
+            raise InvalidTree(f"Duplicate entry id {entry_id}")
         parent_of[entry_id] = entry.get("parentId")
     # Follow each chain of parents once; meeting the chain being walked is a cycle.
     acyclic: set[str] = set()
@@ -137,12 +144,42 @@ def check_copied_entries(entries: Any) -> list[Entry]:
         current = start
         while isinstance(current, str) and current in parent_of and current not in acyclic:
             if current in on_chain:
-                raise CorruptSessionTree(f"Cycle detected at entry {current}")
+                raise InvalidTree(f"Cycle detected at entry {current}")
             on_chain.add(current)
             chain.append(current)
             current = parent_of[current]
         acyclic.update(chain)
     return entries
+
+
+def json_depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests objects/arrays deeper than ``limit`` levels
+    (the value itself is level 1). Visits containers only, and stops at the
+    first one beyond the limit, so a hostile 100,000-level value costs little."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(current, dict):
+            stack.extend((child, depth + 1) for child in current.values() if isinstance(child, dict | list))
+        elif isinstance(current, list):
+            stack.extend((child, depth + 1) for child in current if isinstance(child, dict | list))
+    return False
+
+
+def check_entry_limits(entry: Entry, line_bytes: int, *, max_bytes: int, max_depth: int) -> None:
+    """Refuse an entry whose JSON line is over ``max_bytes`` or that nests
+    deeper than ``max_depth`` with ``EntryTooLarge``, naming the entry."""
+    if line_bytes > max_bytes:
+        raise EntryTooLarge(
+            f"Entry {entry.get('id')} is {line_bytes:,} bytes as JSON; the limit is {max_bytes:,} "
+            "(SESSIONTREE_MAX_ENTRY_BYTES)"
+        )
+    if json_depth_exceeds(entry, max_depth):
+        raise EntryTooLarge(
+            f"Entry {entry.get('id')} nests JSON deeper than {max_depth} levels (SESSIONTREE_MAX_ENTRY_DEPTH)"
+        )
 
 
 def apply_in_flight_patch(entry: Entry, patch: Any, by_id: Mapping[str, Entry]) -> Entry:

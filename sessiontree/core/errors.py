@@ -1,68 +1,152 @@
 """Typed errors of the session-tree kernel and its providers.
 
-Every error carries a stable ``code`` (used by the REST API's JSON errors and
-by the commands' one-line reasons) and a message that names the offending
-session or entry id.
+Every error carries a stable ``code`` (the REST API's JSON error code, the
+first word of a command's one-line reason) and a ``category``. The category
+decides how every face answers, through one table (``CATEGORIES``): the HTTP
+status of the REST API and the exit code of the management commands. A
+message always names the offending session or entry id.
+
+| category      | meaning                                   | HTTP | exit |
+|---------------|-------------------------------------------|------|------|
+| ``bad_input``   | the caller sent something unusable        | 400  | 2    |
+| ``too_large``   | an entry or body beyond the size limits   | 413  | 2    |
+| ``not_found``   | unknown session or entry                  | 404  | 3    |
+| ``conflict``    | leaf moved, entry immutable, session closed | 409 | 4   |
+| ``corrupt``     | stored data is damaged (operator's job)   | 500  | 5    |
+| ``unavailable`` | storage cannot be reached right now       | 503  | 6    |
+| ``upstream``    | a summarizer back end failed              | 502  | 7    |
 """
 
 from __future__ import annotations
 
+from typing import Final, NamedTuple
+
+
+class Category(NamedTuple):
+    name: str
+    http_status: int
+    exit_code: int
+
+
+BAD_INPUT: Final = "bad_input"
+TOO_LARGE: Final = "too_large"
+NOT_FOUND: Final = "not_found"
+CONFLICT: Final = "conflict"
+CORRUPT: Final = "corrupt"
+UNAVAILABLE: Final = "unavailable"
+UPSTREAM: Final = "upstream"
+
+# The one table every face uses (REST exception handler, command exit codes).
+CATEGORIES: Final[dict[str, Category]] = {
+    BAD_INPUT: Category(BAD_INPUT, 400, 2),
+    TOO_LARGE: Category(TOO_LARGE, 413, 2),
+    NOT_FOUND: Category(NOT_FOUND, 404, 3),
+    CONFLICT: Category(CONFLICT, 409, 4),
+    CORRUPT: Category(CORRUPT, 500, 5),
+    UNAVAILABLE: Category(UNAVAILABLE, 503, 6),
+    UPSTREAM: Category(UPSTREAM, 502, 7),
+}
+# Anything that is not a SessionTreeError: a bug, reported as such.
+EXIT_UNEXPECTED: Final = 1
+
 
 class SessionTreeError(Exception):
     code = "session_tree_error"
-    http_status = 400
+    category = BAD_INPUT
+
+    @property
+    def http_status(self) -> int:
+        return CATEGORIES[self.category].http_status
+
+    @property
+    def exit_code(self) -> int:
+        return CATEGORIES[self.category].exit_code
+
+
+def category_of(exc: BaseException) -> Category | None:
+    """The category of a kernel error, ``None`` for anything else."""
+    if isinstance(exc, SessionTreeError):
+        return CATEGORIES[exc.category]
+    return None
 
 
 class SessionNotFound(SessionTreeError):
     code = "session_not_found"
-    http_status = 404
+    category = NOT_FOUND
 
 
 class EntryNotFound(SessionTreeError):
     code = "entry_not_found"
-    http_status = 404
+    category = NOT_FOUND
 
 
 class SessionAlreadyExists(SessionTreeError):
     code = "session_already_exists"
-    http_status = 409
+    category = CONFLICT
 
 
 class InvalidEntry(SessionTreeError, ValueError):
     code = "invalid_entry"
-    http_status = 400
+    category = BAD_INPUT
+
+
+class EntryTooLarge(InvalidEntry):
+    """An entry beyond ``SESSIONTREE_MAX_ENTRY_BYTES`` or nested deeper than
+    ``SESSIONTREE_MAX_ENTRY_DEPTH``: refused on every provider before a write."""
+
+    code = "entry_too_large"
+    category = TOO_LARGE
+
+
+class InvalidTree(InvalidEntry):
+    """Entries given to be stored as they are (a fork, an import) do not form a
+    tree: a duplicate id or a cycle. The caller's input, unlike ``CorruptSessionTree``."""
+
+    code = "invalid_tree"
 
 
 class InvalidSessionId(SessionTreeError, ValueError):
     code = "invalid_session_id"
-    http_status = 400
+    category = BAD_INPUT
 
 
-class CorruptSessionTree(InvalidEntry):
-    """Stored entries do not form a tree: a missing parent, a cycle, a duplicate id."""
+class CorruptSessionTree(SessionTreeError):
+    """Stored entries do not form a tree (a missing parent, a cycle, a
+    duplicate id) or a session's storage is not what it must be (a folder
+    where its file should be, a file that is not a Pi session). Damage to
+    stored data, for an operator to repair; never the caller's input."""
 
     code = "corrupt_session_tree"
+    category = CORRUPT
 
 
 class ImmutableEntry(SessionTreeError):
     code = "immutable_entry"
-    http_status = 409
+    category = CONFLICT
 
 
 class LeafConflict(SessionTreeError):
     code = "leaf_conflict"
-    http_status = 409
+    category = CONFLICT
 
 
 class SessionClosed(SessionTreeError):
-    """The session is deleted (soft): readable, but nothing may be appended."""
+    """The session is deleted (soft) or archived: readable, but nothing may be appended."""
 
     code = "session_closed"
-    http_status = 409
+    category = CONFLICT
+
+
+class StorageUnavailable(SessionTreeError):
+    """The database or the session folder cannot be used right now (connection
+    lost, disk full, permission denied); retrying later may work."""
+
+    code = "storage_unavailable"
+    category = UNAVAILABLE
 
 
 class SummarizerError(SessionTreeError):
     """A summarizer back end failed (unreachable, HTTP error, timeout, bad reply)."""
 
     code = "summarizer_failed"
-    http_status = 502
+    category = UPSTREAM

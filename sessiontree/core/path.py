@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
 
 from .errors import CorruptSessionTree, EntryNotFound
 from .pi_session_file import gc_paused
@@ -23,6 +23,68 @@ def build_entry_index(entries: Iterable[Entry]) -> dict[str, Entry]:
     return index
 
 
+class EntryParents(Mapping[str, Any]):
+    """``entry id → parentId`` over an ``id → entry`` map, without copying it:
+    lets ``walk_path`` run over a session's entry index as it is."""
+
+    __slots__ = ("_by_id",)
+
+    def __init__(self, by_id: Mapping[str, Entry]) -> None:
+        self._by_id = by_id
+
+    def __getitem__(self, entry_id: str) -> Any:
+        return self._by_id[entry_id].get("parentId")
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._by_id
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+
+def walk_path(leaf_id: str, parent_of: Mapping[str, Any], *, strict: bool = False) -> list[str]:
+    """The ids from the root to ``leaf_id`` (root first): the one tree walker.
+
+    ``parent_of`` maps every entry id of the session to its ``parentId``
+    (``None`` for a root): a plain dict, a database skeleton, or
+    ``EntryParents`` over an entry index. An unknown ``leaf_id`` raises
+    ``EntryNotFound``; a cycle raises ``CorruptSessionTree``.
+
+    A parent id that names no entry makes its child a root, as Pi does when
+    it loads a file (its own forks leave such entries behind); every reader
+    of stored sessions (providers, context building, the admin) uses that
+    policy. ``strict=True`` raises ``CorruptSessionTree`` instead, naming the
+    entry: the kernel plan's ``getPathToLeaf`` check for trees being built.
+    Iterative, so a 100,000-deep chain is fine.
+    """
+    if not isinstance(leaf_id, str) or leaf_id not in parent_of:
+        raise EntryNotFound(f"Entry {leaf_id} not found")
+    path: list[str] = []
+    seen: set[str] = set()
+    current: Any = leaf_id
+    while current is not None:
+        if current in seen:
+            raise CorruptSessionTree(f"Cycle detected at entry {current}")
+        seen.add(current)
+        path.append(current)
+        parent_id = parent_of[current]
+        if parent_id is not None and parent_id not in parent_of:
+            if strict:
+                raise CorruptSessionTree(f"Entry {current} has missing parent {parent_id}")
+            parent_id = None
+        current = parent_id
+    path.reverse()
+    return path
+
+
+def path_entries(leaf_id: str, by_id: Mapping[str, Entry], *, strict: bool = False) -> list[Entry]:
+    """``walk_path`` over an entry index, returning the entries themselves."""
+    return [by_id[entry_id] for entry_id in walk_path(leaf_id, EntryParents(by_id), strict=strict)]
+
+
 def get_path_to_leaf(
     entries: Sequence[Entry],
     leaf_id: str | None,
@@ -30,33 +92,16 @@ def get_path_to_leaf(
 ) -> list[Entry]:
     """The active path: root first, ``leaf_id`` last. ``None`` → empty path.
 
-    Raises ``EntryNotFound`` for an unknown leaf and ``CorruptSessionTree`` for
-    a parent that does not exist or a cycle, naming the entry.
+    Strict, as the kernel plan asks: raises ``EntryNotFound`` for an unknown
+    leaf and ``CorruptSessionTree`` for a parent that does not exist or a
+    cycle, naming the entry. (Stored sessions are read with Pi's tolerant
+    rule instead: see ``walk_path``.)
     """
     if leaf_id is None:
         return []
     if by_id is None:
         by_id = build_entry_index(entries)
-    current = by_id.get(leaf_id)
-    if current is None:
-        raise EntryNotFound(f"Entry {leaf_id} not found")
-    path: list[Entry] = []
-    seen: set[str] = set()
-    while current is not None:
-        entry_id = current["id"]
-        if entry_id in seen:
-            raise CorruptSessionTree(f"Cycle detected at entry {entry_id}")
-        seen.add(entry_id)
-        path.append(current)
-        parent_id = current.get("parentId")
-        if parent_id is None:
-            break
-        parent = by_id.get(parent_id)
-        if parent is None:
-            raise CorruptSessionTree(f"Entry {entry_id} has missing parent {parent_id}")
-        current = parent
-    path.reverse()
-    return path
+    return path_entries(leaf_id, by_id, strict=True)
 
 
 def group_children_by_parent(entries: Iterable[Entry]) -> dict[str | None, list[str]]:
@@ -150,3 +195,30 @@ def entry_depths(entries: Sequence[Entry]) -> dict[str, int]:
         parent_id: Any = entry.get("parentId")
         depths[entry["id"]] = depths[parent_id] + 1 if parent_id in depths else 0
     return depths
+
+
+class TreeStats(NamedTuple):
+    """What session lists show of a tree, kept in the session's meta row."""
+
+    entry_count: int
+    branch_count: int  # tips: entries without children (a linear session has 1)
+    compaction_count: int
+    root_entry_id: str | None  # the first root in append order
+
+
+def tree_stats(entries: Sequence[Entry]) -> TreeStats:
+    """``TreeStats`` of a session's entries (append order). An entry whose
+    parent is missing counts as a root, as every reader treats it."""
+    ids = {entry.get("id") for entry in entries}
+    parents: set[Any] = set()
+    compactions = 0
+    root: str | None = None
+    for entry in entries:
+        parent_id = entry.get("parentId")
+        if parent_id is not None and parent_id in ids and parent_id != entry.get("id"):
+            parents.add(parent_id)
+        elif root is None:
+            root = entry.get("id")
+        if entry.get("type") == "compaction":
+            compactions += 1
+    return TreeStats(len(entries), len(entries) - len(parents), compactions, root)

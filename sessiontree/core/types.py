@@ -152,6 +152,10 @@ class SessionTreeSession(TypedDict):
     title: str | None
     status: SessionStatus
     metadata: dict[str, Any]
+    # Tree stats every provider reports (beyond the plan's contract names).
+    entry_count: NotRequired[int]
+    branch_count: NotRequired[int]  # tips: entries without children (1 for a linear session)
+    compaction_count: NotRequired[int]
     created_at: str
     updated_at: str
 

@@ -7,7 +7,8 @@ meta is a ``SessionTreeSession`` dict with snake_case keys.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from sessiontree.core.context_builder import UNSET, _Unset
 from sessiontree.core.errors import (
@@ -20,6 +21,7 @@ from sessiontree.core.errors import (
     SessionAlreadyExists,
     SessionNotFound,
     SessionTreeError,
+    StorageUnavailable,
 )
 from sessiontree.core.types import Entry, SessionContext, SessionSnapshot, SessionTreeSession
 
@@ -35,9 +37,11 @@ __all__ = [
     "SessionNotFound",
     "SessionTreeError",
     "SessionTreeProvider",
+    "StorageUnavailable",
 ]
 
-MaybeUnset = Any  # a value, or UNSET when the caller omitted it
+T = TypeVar("T")
+Expected = str | None | _Unset
 
 
 @runtime_checkable
@@ -126,7 +130,19 @@ class SessionTreeProvider(Protocol):
         self, session_id: str, leaf_entry_id: str | None, *, new_session_id: str | None = None
     ) -> SessionTreeSession: ...
 
+    # --- units of work (the operations layer composes steps with these) ------
+    def transact(
+        self,
+        session_id: str,
+        work: Callable[[Any], T],
+        *,
+        expected_leaf_id: Expected = UNSET,
+        before_commit: Callable[[Any], None] | None = None,
+    ) -> T: ...
+
     # --- reads -------------------------------------------------------------
+    def get_header(self, session_id: str) -> dict[str, Any]: ...
+
     def get_active_path(self, session_id: str, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]: ...
 
     def get_snapshot(self, session_id: str) -> SessionSnapshot: ...

@@ -234,7 +234,7 @@ _UPDATE_COLUMN_NAMES: tuple[str, ...] = (*PAYLOAD_COLUMN_NAMES, "extra", "status
 # The only UPDATE of an entry: its WHERE clause refuses completed rows.
 UPDATE_IN_FLIGHT_SQL = (
     f"UPDATE {TABLE} SET {', '.join(f'{quote(n)} = %s' for n in _UPDATE_COLUMN_NAMES)} "
-    f"WHERE {quote('id')} = %s AND {quote('status')} = %s"
+    f"WHERE {SESSION_COLUMN} = %s AND {quote('entry_id')} = %s AND {quote('status')} = %s"
 )
 
 
@@ -245,9 +245,9 @@ def insert_params(
     return [session_pk, entry_seq, depth, status, created_at, *(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra"))]
 
 
-def update_in_flight_params(row_pk: int, entry: Entry, *, status: str, in_flight_status: str) -> list[Any]:
+def update_in_flight_params(session_pk: int, entry: Entry, *, status: str, in_flight_status: str) -> list[Any]:
     values = encode_entry(entry)
-    return [*(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra")), status, row_pk, in_flight_status]
+    return [*(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra")), status, session_pk, entry["id"], in_flight_status]
 
 
 def db_now() -> Any:

@@ -1,53 +1,112 @@
-"""Which provider stores a session, and getting one configured from settings."""
+"""Which provider stores a session, and getting one configured from settings.
+
+Provider kinds come from one registry, the ``SESSIONTREE_PROVIDERS`` setting
+(kind → dotted path of the provider class, resolved with ``import_string``),
+as Django's ``STORAGES`` does. A kind the registry does not know is a
+configuration error (``ImproperlyConfigured``), never a silent fallback.
+
+Every place that creates a session resolves its provider the same way
+(``resolve_session_provider_kind``): an explicit choice, else the agent's
+``session_provider``, else ``SESSIONTREE_DEFAULT_PROVIDER``, else ``file``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
 
 from sessiontree.core.errors import SessionNotFound
-from sessiontree.core.types import SessionTreeProviderKind
 
 from .base import SessionTreeProvider
 
-PROVIDER_KINDS: tuple[SessionTreeProviderKind, ...] = ("file", "mysql")
-DEFAULT_PROVIDER_KIND: SessionTreeProviderKind = "file"
+DEFAULT_PROVIDER_KIND = "file"
+DEFAULT_PROVIDERS: dict[str, str] = {
+    "file": "sessiontree.providers.file_provider.FileSessionTreeProvider",
+    "mysql": "sessiontree.providers.mysql_provider.MySQLSessionTreeProvider",
+}
 
 
-def resolve_session_provider_kind(config: Any) -> SessionTreeProviderKind:
-    """``file`` or ``mysql`` from an agent's config; anything else is ``file``.
+def provider_registry() -> dict[str, str]:
+    """Kind → provider class path, from ``SESSIONTREE_PROVIDERS``."""
+    registry = getattr(settings, "SESSIONTREE_PROVIDERS", None) or DEFAULT_PROVIDERS
+    if not isinstance(registry, Mapping):
+        raise ImproperlyConfigured("SESSIONTREE_PROVIDERS must map provider kinds to provider class paths")
+    return dict(registry)
 
-    ``config`` may be ``None``, a mapping (``session_provider`` or Pi-style
-    ``sessionProvider``), an ``Agent`` instance, or a plain string.
-    """
-    value: Any = None
+
+def provider_kinds() -> tuple[str, ...]:
+    return tuple(provider_registry())
+
+
+# Read once at import for code that wants the built-in kinds as constants.
+PROVIDER_KINDS: tuple[str, ...] = tuple(DEFAULT_PROVIDERS)
+
+
+def check_kind(kind: Any, *, source: str = "provider kind") -> str:
+    """``kind`` normalized (``" MySQL"`` → ``"mysql"``) if the registry knows it."""
+    value = kind.strip().lower() if isinstance(kind, str) else kind
+    if not isinstance(value, str) or value not in provider_registry():
+        known = ", ".join(provider_kinds())
+        raise ImproperlyConfigured(f"Unknown session provider {kind!r} ({source}); known providers: {known}")
+    return value
+
+
+def _configured_value(config: Any) -> Any:
     if isinstance(config, str):
-        value = config
-    elif isinstance(config, Mapping):
-        value = config.get("session_provider", config.get("sessionProvider"))
-    elif config is not None:
-        value = getattr(config, "session_provider", None)
-    if isinstance(value, str) and value.strip().lower() in PROVIDER_KINDS:
-        return value.strip().lower()  # type: ignore[return-value]
-    return DEFAULT_PROVIDER_KIND
+        return config
+    if isinstance(config, Mapping):
+        return config.get("session_provider", config.get("sessionProvider"))
+    if config is not None:
+        return getattr(config, "session_provider", None)
+    return None
+
+
+def default_provider_kind() -> str:
+    """``SESSIONTREE_DEFAULT_PROVIDER``, else ``file``."""
+    configured = getattr(settings, "SESSIONTREE_DEFAULT_PROVIDER", None)
+    if configured in (None, ""):
+        return DEFAULT_PROVIDER_KIND
+    return check_kind(configured, source="SESSIONTREE_DEFAULT_PROVIDER")
+
+
+def resolve_session_provider_kind(config: Any = None, *, explicit: Any = None) -> str:
+    """The provider kind a new session gets.
+
+    ``explicit`` (a request's or a command's choice) wins; else the agent's
+    choice: ``config`` may be an ``Agent``, a mapping (``session_provider`` or
+    Pi-style ``sessionProvider``) or a plain string; else
+    ``SESSIONTREE_DEFAULT_PROVIDER``, else ``file``. An empty choice means
+    "no choice"; a kind the registry does not know raises ``ImproperlyConfigured``.
+    """
+    if explicit not in (None, ""):
+        return check_kind(explicit, source="explicit choice")
+    configured = _configured_value(config)
+    if configured not in (None, ""):
+        return check_kind(configured, source="agent session_provider")
+    return default_provider_kind()
+
+
+@cache
+def _provider_class(path: str) -> type:
+    try:
+        return import_string(path)  # type: ignore[no-any-return]
+    except ImportError as exc:
+        raise ImproperlyConfigured(f"SESSIONTREE_PROVIDERS names {path!r}, which cannot be imported ({exc})") from exc
 
 
 def get_provider(kind: str | None = None) -> SessionTreeProvider:
     """A provider of ``kind`` (default: ``SESSIONTREE_DEFAULT_PROVIDER``) configured from settings."""
-    resolved = resolve_session_provider_kind(kind or getattr(settings, "SESSIONTREE_DEFAULT_PROVIDER", None))
-    if resolved == "mysql":
-        from .mysql_provider import MySQLSessionTreeProvider
-
-        return MySQLSessionTreeProvider()
-    from .file_provider import FileSessionTreeProvider
-
-    return FileSessionTreeProvider()
+    resolved = check_kind(kind) if kind not in (None, "") else default_provider_kind()
+    return _provider_class(provider_registry()[resolved])()  # type: ignore[no-any-return]
 
 
-def get_provider_for_agent(agent: Any) -> SessionTreeProvider:
-    return get_provider(resolve_session_provider_kind(agent))
+def get_provider_for_agent(agent: Any, *, explicit: Any = None) -> SessionTreeProvider:
+    return get_provider(resolve_session_provider_kind(agent, explicit=explicit))
 
 
 def get_provider_for_session(session_id: str) -> SessionTreeProvider:

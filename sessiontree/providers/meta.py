@@ -14,11 +14,10 @@ import re
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F
-from django.utils import timezone
 
 from sessiontree.core.errors import InvalidEntry, InvalidSessionId, SessionAlreadyExists, SessionNotFound
 from sessiontree.core.ids import new_session_id
+from sessiontree.core.path import TreeStats
 from sessiontree.core.types import SessionTreeSession
 from sessiontree.models import Agent, AgentSession, LineageLock
 
@@ -88,9 +87,16 @@ def to_session_dict(row: AgentSession) -> SessionTreeSession:
         "title": row.title,
         "status": row.status,  # type: ignore[typeddict-item]
         "metadata": row.metadata or {},
-        "created_at": row.created_at.isoformat().replace("+00:00", "Z") if row.created_at else "",
-        "updated_at": row.updated_at.isoformat().replace("+00:00", "Z") if row.updated_at else "",
+        "entry_count": row.entry_count,
+        "branch_count": row.branch_count,
+        "compaction_count": row.compaction_count,
+        "created_at": iso(row.created_at),
+        "updated_at": iso(row.updated_at),
     }
+
+
+def iso(moment: Any) -> str:
+    return moment.isoformat().replace("+00:00", "Z") if moment else ""
 
 
 def get_row(session_id: str, *, provider: str | None = None, for_update: bool = False) -> AgentSession:
@@ -126,8 +132,11 @@ def create_row(
     metadata: dict[str, Any] | None,
     session_file: str = "",
     header: dict[str, Any] | None = None,
+    stats: TreeStats | None = None,
+    leaf_entry_id: str | None = None,
 ) -> AgentSession:
-    """Insert the meta row (inside the caller's transaction or its own)."""
+    """Insert the meta row (inside the caller's transaction or its own), with
+    the tree ``stats`` and leaf of the entries it starts with."""
     session_id = validate_session_id(session_id) if session_id is not None else new_session_id()
     check_meta_fields(
         {
@@ -156,7 +165,13 @@ def create_row(
             metadata=metadata or {},
             session_file=session_file,
             header=header or {},
+            leaf_entry_id=leaf_entry_id,
         )
+        if stats is not None:
+            row.entry_count = stats.entry_count
+            row.branch_count = stats.branch_count
+            row.compaction_count = stats.compaction_count
+            row.root_entry_id = stats.root_entry_id
         try:
             row.save()
         except IntegrityError as exc:
@@ -164,19 +179,19 @@ def create_row(
     return row
 
 
-def fork_fields(source: AgentSession, overrides: dict[str, Any]) -> dict[str, Any]:
+def fork_fields(source: SessionTreeSession, overrides: dict[str, Any]) -> dict[str, Any]:
     """``create_session`` arguments for a fork of ``source``: its cwd, agent
     and user unless overridden, and ``source`` as the parent."""
     unknown = set(overrides) - {"cwd", "agent_id", "user_id", "title", "metadata"}
     if unknown:
         raise InvalidEntry(f"Unknown fork option(s): {', '.join(sorted(unknown))}")
     return {
-        "cwd": overrides.get("cwd", source.cwd or None),
-        "agent_id": overrides.get("agent_id", source.agent_id),
-        "user_id": overrides.get("user_id", source.user_id),
+        "cwd": overrides.get("cwd", source["cwd"] or None),
+        "agent_id": overrides.get("agent_id", source["agent_id"]),
+        "user_id": overrides.get("user_id", source["user_id"]),
         "title": overrides.get("title"),
         "metadata": overrides.get("metadata"),
-        "parent_session_id": source.session_id,
+        "parent_session_id": source["session_id"],
     }
 
 
@@ -224,24 +239,6 @@ def delete_row(row: AgentSession) -> None:
         for child_pk in AgentSession.objects.filter(parent_id=row.pk).values_list("pk", flat=True):
             AgentSession.objects.get(pk=child_pk).move_to(None)
         AgentSession.objects.get(pk=row.pk).delete()
-
-
-def set_leaf(
-    row: AgentSession, leaf_entry_id: str | None, *, appended: int = 0, root_entry_id: str | None = None
-) -> None:
-    """Move the leaf (and count appended entries) with one UPDATE."""
-    changes: dict[str, Any] = {"leaf_entry_id": leaf_entry_id}
-    if appended:
-        changes["entry_count"] = F("entry_count") + appended
-    if root_entry_id is not None and row.root_entry_id is None:
-        changes["root_entry_id"] = root_entry_id
-        row.root_entry_id = root_entry_id
-    changes["updated_at"] = timezone.now()
-    AgentSession.objects.filter(pk=row.pk).update(**changes)
-    row.leaf_entry_id = leaf_entry_id
-    row.updated_at = changes["updated_at"]
-    if appended:
-        row.entry_count += appended
 
 
 class SessionMetaMethods:

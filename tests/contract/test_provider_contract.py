@@ -415,6 +415,8 @@ METHOD_CALLS = {
     "get_active_path": lambda p, sid, eid: p.get_active_path(sid),
     "get_snapshot": lambda p, sid, eid: p.get_snapshot(sid),
     "build_context": lambda p, sid, eid: p.build_context(sid),
+    "get_header": lambda p, sid, eid: p.get_header(sid),
+    "transact": lambda p, sid, eid: p.transact(sid, lambda writer: writer.switch_leaf(eid)),
 }
 SESSION_METHODS = sorted(name for name, call in METHOD_CALLS.items() if call is not None)
 
@@ -472,9 +474,9 @@ def stored(entry_id, parent_id):
 @pytest.mark.parametrize(
     ("entries", "error", "names"),
     [
-        ([stored("dup00001", None), stored("dup00001", None)], "CorruptSessionTree", "dup00001"),
-        ([stored("a0000001", "b0000001"), stored("b0000001", "a0000001")], "CorruptSessionTree", "Cycle"),
-        ([stored("r0000001", None), stored("s0000001", "s0000001")], "CorruptSessionTree", "s0000001"),
+        ([stored("dup00001", None), stored("dup00001", None)], "InvalidTree", "dup00001"),
+        ([stored("a0000001", "b0000001"), stored("b0000001", "a0000001")], "InvalidTree", "Cycle"),
+        ([stored("r0000001", None), stored("s0000001", "s0000001")], "InvalidTree", "s0000001"),
         ([{**stored("x", None), "id": 5}], "InvalidEntry", "5"),
         ([{**stored("x", None), "id": ""}], "InvalidEntry", "''"),
         (["not an entry"], "InvalidEntry", "str"),
@@ -482,7 +484,9 @@ def stored(entry_id, parent_id):
     ids=["duplicate-id", "cycle", "self-parent", "int-id", "empty-id", "not-a-dict"],
 )
 def test_copied_entries_that_are_no_tree_create_nothing(provider, entries, error, names):
-    with pytest.raises(InvalidEntry, match=names) as caught:  # CorruptSessionTree is an InvalidEntry
+    # Entries given to be stored are the caller's input: InvalidTree is an
+    # InvalidEntry (bad input), never CorruptSessionTree (stored-data damage).
+    with pytest.raises(InvalidEntry, match=names) as caught:
         provider.create_session(session_id="copy", entries=entries)
     assert type(caught.value).__name__ == error
     assert provider.get_session("copy") is None

@@ -77,8 +77,12 @@ def test_appends_from_elsewhere_are_read_from_the_tail(provider):
     with open(session["session_file"], "ab") as f:
         f.write(serialize_line(foreign))
     assert provider.list_entries("s1") == [a, foreign]
-    b = provider.append_message("s1", {"role": "user", "content": "b"})  # no duplicate id, leaf from meta
-    assert b["parentId"] == a["id"]
+    # The file is the truth: a foreign writer's entry (Pi's own append) is the
+    # leaf now, as Pi decides on load, and the next append hangs from it.
+    assert provider.get_session("s1")["leaf_entry_id"] == foreign["id"]
+    assert provider.get_session("s1")["entry_count"] == 2
+    b = provider.append_message("s1", {"role": "user", "content": "b"})
+    assert b["parentId"] == foreign["id"]
 
 
 def test_v1_pi_file_is_migrated_once_and_ids_stay_stable(provider):
@@ -234,7 +238,7 @@ def test_growth_is_read_from_the_tail_only_and_an_append_reads_nothing(provider,
 def test_a_line_written_without_our_lock_between_refresh_and_append_is_not_lost(provider, monkeypatch):
     """Pi appends without taking our lock: a line it writes after our refresh
     and before our own line must still be read afterwards."""
-    from sessiontree.providers import file_provider as module
+    from sessiontree.providers import template as module  # encodes every entry before the write
 
     session = provider.create_session(session_id="s1")
     a = provider.append_message("s1", {"role": "user", "content": "a"})

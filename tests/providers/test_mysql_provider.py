@@ -15,6 +15,7 @@ from sessiontree.core.errors import (
     EntryNotFound,
     ImmutableEntry,
     InvalidEntry,
+    InvalidTree,
     SessionNotFound,
 )
 from sessiontree.core.path import get_path_to_leaf
@@ -272,7 +273,7 @@ def test_sessions_of_the_other_provider_are_not_found(provider, tmp_path):
 
 
 def test_copied_entries_need_unique_usable_ids_and_nothing_is_created_otherwise(provider):
-    with pytest.raises(CorruptSessionTree, match="dup00001"):
+    with pytest.raises(InvalidTree, match="dup00001"):
         provider.create_session(
             session_id="s1",
             entries=[
@@ -395,7 +396,7 @@ def test_a_path_read_decodes_only_the_path(provider, monkeypatch, django_assert_
 def test_transient_lock_errors_are_retried(transactional_db, monkeypatch):
     provider = MySQLSessionTreeProvider()
     provider.create_session(session_id="s1")
-    real_lock = MySQLSessionTreeProvider._lock
+    real_lock = mysql_provider._lock
     failures = iter([OperationalError(1213, "Deadlock found"), OperationalError(1205, "Lock wait timeout")])
 
     def flaky_lock(session_id):
@@ -404,7 +405,7 @@ def test_transient_lock_errors_are_retried(transactional_db, monkeypatch):
             raise failure
         return real_lock(session_id)
 
-    monkeypatch.setattr(MySQLSessionTreeProvider, "_lock", staticmethod(flaky_lock))
+    monkeypatch.setattr(mysql_provider, "_lock", flaky_lock)
     monkeypatch.setattr(mysql_provider, "RETRY_BASE_SECONDS", 0)
     entry = provider.append_message("s1", user("after two retries"))
     assert provider.list_entries("s1") == [entry]
@@ -419,7 +420,7 @@ def test_other_errors_and_errors_inside_a_caller_transaction_are_not_retried(tra
         calls.append(session_id)
         raise OperationalError(1213, "Deadlock found")
 
-    monkeypatch.setattr(MySQLSessionTreeProvider, "_lock", staticmethod(failing_lock))
+    monkeypatch.setattr(mysql_provider, "_lock", failing_lock)
     monkeypatch.setattr(mysql_provider, "RETRY_BASE_SECONDS", 0)
     with pytest.raises(OperationalError), transaction.atomic():
         provider.append_message("s1", user("x"))
@@ -430,8 +431,8 @@ def test_other_errors_and_errors_inside_a_caller_transaction_are_not_retried(tra
     assert len(calls) == mysql_provider.RETRY_ATTEMPTS
     calls.clear()
     monkeypatch.setattr(
-        MySQLSessionTreeProvider, "_lock", staticmethod(lambda sid: calls.append(sid) or (_ for _ in ()).throw(
-            IntegrityError("not a lock conflict")))
+        mysql_provider, "_lock", lambda sid: calls.append(sid) or (_ for _ in ()).throw(
+            IntegrityError("not a lock conflict"))
     )  # fmt: skip
     with pytest.raises(IntegrityError):
         provider.append_message("s1", user("x"))

@@ -66,6 +66,12 @@ def test_9_1_in_place_tree_back_before_the_haircut_and_forward_again(story):
 # --- 9.2 fork before / 9.3 clone at ---
 
 
+def parent_reference(story) -> str:
+    """What Pi writes as a fork's ``parentSession``: the file's path, or the id."""
+    source = story.provider.get_session(story.session_id)
+    return source["session_file"] if story.provider.kind == "file" else story.session_id
+
+
 def test_9_2_fork_before_the_haircut_request(story):
     ids = story.haircut_story()
     source_entries = story.entries()
@@ -76,7 +82,7 @@ def test_9_2_fork_before_the_haircut_request(story):
     new_id = new["session_id"]
     assert new_id != story.session_id
     assert new["parent_session_id"] == story.session_id
-    assert story.provider.get_header(new_id)["parentSession"] == story.session_id
+    assert story.provider.get_header(new_id)["parentSession"] == parent_reference(story)
     assert [e["id"] for e in story.provider.list_entries(new_id)] == [ids["identity"], ids["greet"], ids["reply"]]
     assert forked["state"]["character_id"] == "alice"
     assert forked["state"]["revision"] == 0 and not mentions_short_hair(forked["state"])
@@ -98,7 +104,7 @@ def test_9_3_clone_at_the_haircut_turn_result(story):
     cloned = service.history_fork(story.provider, story.session_id, ids["cut"], position="at")
     new_id = cloned["session"]["session_id"]
     assert cloned["session"]["parent_session_id"] == story.session_id
-    assert story.provider.get_header(new_id)["parentSession"] == story.session_id
+    assert story.provider.get_header(new_id)["parentSession"] == parent_reference(story)
     assert story.provider.list_entries(new_id)[-1]["id"] == ids["cut"]
     assert cloned["state"]["revision"] == 1 and hair(cloned["state"]) == SHORT_HAIR
 

@@ -425,9 +425,9 @@ def test_a_write_racing_the_compaction_means_no_checkpoint_rather_than_a_misplac
         def __getattr__(self, name):
             return getattr(self._inner, name)
 
-        def append_entry(self, session_id, entry, **kwargs):
-            written = self._inner.append_entry(session_id, entry, **kwargs)
-            if written["type"] == "compaction":
+        def transact(self, session_id, work, **kwargs):
+            written = self._inner.transact(session_id, work, **kwargs)
+            if isinstance(written, dict) and written.get("type") == "compaction":
                 self._inner.append_message(session_id, {"role": "user", "content": "meanwhile", "timestamp": 1})
             return written
 

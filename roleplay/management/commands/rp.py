@@ -13,9 +13,12 @@
     rp SESSION history fork ENTRY --position before|at
 
 ``--json`` prints machine output; ``--provider`` overrides the session's own
-provider. Every failure is a ``CommandError`` with a one-line reason and a
-non-zero exit: 2 bad input, 3 unknown session/entry, 4 conflict (leaf moved,
-character archived, session deleted), 1 anything else.
+provider. Writes go through the operations layer as ``cli:<os user>`` on the
+``cli`` channel (audited). Every failure is a ``CommandError`` with a
+one-line reason and the exit code of its category
+(``sessiontree.management.base``): 2 bad input, 3 unknown session/entry,
+4 conflict (leaf moved, character archived, session deleted), 5 corrupt
+stored data, 6 storage unavailable, 7 summarizer failed, 1 anything else.
 """
 
 from __future__ import annotations
@@ -25,29 +28,15 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from roleplay import service
 from roleplay.reducer import RoleplayState
 from sessiontree.core.context_builder import UNSET
-from sessiontree.core.errors import (
-    CorruptSessionTree,
-    EntryNotFound,
-    InvalidEntry,
-    InvalidSessionId,
-    LeafConflict,
-    SessionClosed,
-    SessionNotFound,
-    SessionTreeError,
-)
 from sessiontree.core.types import Entry
+from sessiontree.management.base import EXIT_BAD_INPUT, SessionTreeCommand, one_line
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import PROVIDER_KINDS, get_provider, get_provider_for_session
-
-EXIT_FAILED = 1
-EXIT_BAD_INPUT = 2
-EXIT_NOT_FOUND = 3
-EXIT_CONFLICT = 4
 
 CORRECTION_NOTE = (
     "This appended a correction on the current branch; the session tree was not moved. "
@@ -55,27 +44,11 @@ CORRECTION_NOTE = (
 )
 
 
-def _exit_code(exc: SessionTreeError) -> int:
-    if isinstance(exc, CorruptSessionTree):
-        return EXIT_FAILED
-    if isinstance(exc, InvalidEntry | InvalidSessionId):
-        return EXIT_BAD_INPUT
-    if isinstance(exc, SessionNotFound | EntryNotFound):
-        return EXIT_NOT_FOUND
-    if isinstance(exc, LeafConflict | SessionClosed | service.CharacterArchived):
-        return EXIT_CONFLICT
-    return EXIT_FAILED
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
 def _json_argument(raw: str, what: str) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise CommandError(f"{what} is not valid JSON ({_one_line(str(exc))})", returncode=EXIT_BAD_INPUT) from None
+        raise CommandError(f"{what} is not valid JSON ({one_line(str(exc))})", returncode=EXIT_BAD_INPUT) from None
 
 
 def _json_object(raw: str, what: str) -> dict[str, Any]:
@@ -117,7 +90,7 @@ def _state_summary(state: RoleplayState) -> str:
     return ", ".join(parts)
 
 
-class Command(BaseCommand):
+class Command(SessionTreeCommand):
     help = "Inspect and correct roleplay state on a session's current branch (the seed's /rp commands)."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -200,13 +173,11 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         self.as_json = bool(options.get("as_json"))
         session_id = options["session_id"]
-        try:
-            provider = get_provider(options["provider"]) if options.get("provider") else None
-            if provider is None:
-                provider = get_provider_for_session(session_id)
-            options["handler"](provider, session_id, options)
-        except SessionTreeError as exc:
-            raise CommandError(f"{exc.code}: {_one_line(str(exc))}", returncode=_exit_code(exc)) from None
+        provider = get_provider(options["provider"]) if options.get("provider") else None
+        if provider is None:
+            provider = get_provider_for_session(session_id)
+        self.who = {"actor": self.actor, "channel": self.channel}
+        options["handler"](provider, session_id, options)
 
     def emit(self, payload: Any, human: str) -> None:
         if self.as_json:
@@ -247,26 +218,26 @@ class Command(BaseCommand):
 
     def review_amend(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         value = _json_argument(options["value"], "VALUE_JSON")
-        entry = service.amend_review(provider, session_id, options["review_id"], value)
+        entry = service.amend_review(provider, session_id, options["review_id"], value, **self.who)
         self.emit_write(provider, session_id, entry, f"amendment of review {options['review_id']}")
 
     def review_accept(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         raw = options.get("value")
         value = _json_argument(raw, "--value") if raw is not None else UNSET
-        entry = service.decide_review(provider, session_id, options["review_id"], "accept", value=value)
+        entry = service.decide_review(provider, session_id, options["review_id"], "accept", value=value, **self.who)
         self.emit_write(provider, session_id, entry, f"acceptance of review {options['review_id']}")
 
     def review_reject(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
-        entry = service.decide_review(provider, session_id, options["review_id"], "reject")
+        entry = service.decide_review(provider, session_id, options["review_id"], "reject", **self.who)
         self.emit_write(provider, session_id, entry, f"rejection of review {options['review_id']}")
 
     def checkpoint(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
-        entry = service.create_checkpoint(provider, session_id)
+        entry = service.create_checkpoint(provider, session_id, **self.who)
         self.emit_write(provider, session_id, entry, f"checkpoint at revision {entry['data']['revision']}")
 
     def compact(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         result = service.compact_with_checkpoint(
-            provider, session_id, custom_instructions=options.get("custom_instructions")
+            provider, session_id, custom_instructions=options.get("custom_instructions"), **self.who
         )
         compaction, checkpoint = result["compaction"], result["checkpoint"]
         if compaction is None:
@@ -279,23 +250,28 @@ class Command(BaseCommand):
 
     def state_correct(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         payload = _json_object(options["payload"], "the correction")
-        entry = service.correct_state(provider, session_id, payload)
+        entry = service.correct_state(provider, session_id, payload, **self.who)
         self.emit_write(
             provider, session_id, entry, f"correction commit {entry['data']['commitId']}", note=CORRECTION_NOTE
         )
 
     def turn_repair(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         proposal = _json_object(options["proposal"], "the repair proposal")
-        entry = service.repair_turn(provider, session_id, proposal)
+        entry = service.repair_turn(provider, session_id, proposal, **self.who)
         self.emit_write(provider, session_id, entry, f"repair of turn {entry['data']['turnId']}")
 
     def archive(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
-        entry = service.archive(provider, session_id, reason=options.get("reason"))
+        entry = service.archive(provider, session_id, reason=options.get("reason"), **self.who)
         self.emit_write(provider, session_id, entry, "archive of the character")
 
     def history_goto(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         result = service.history_goto(
-            provider, session_id, options["entry_id"], summarize=options["summarize"], label=options.get("label")
+            provider,
+            session_id,
+            options["entry_id"],
+            summarize=options["summarize"],
+            label=options.get("label"),
+            **self.who,
         )
         human = f"Leaf is now {result['leaf_entry_id']}. State: {_state_summary(result['state'])}."
         if result.get("summary_entry"):
@@ -305,7 +281,9 @@ class Command(BaseCommand):
         self.emit(result, human)
 
     def history_fork(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
-        result = service.history_fork(provider, session_id, options["entry_id"], position=options["position"])
+        result = service.history_fork(
+            provider, session_id, options["entry_id"], position=options["position"], **self.who
+        )
         new = result["session"]
         human = (
             f"Created session {new['session_id']} (parent {new['parent_session_id']}). "

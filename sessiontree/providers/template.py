@@ -1,0 +1,442 @@
+"""The provider contract, written once over a storage port.
+
+``TreeProvider`` implements every method of ``SessionTreeProvider`` with
+Pi's rules (which checks, in which order; id, parent and timestamp filling;
+size limits; forks; snapshots; context) on top of a ``SessionStorage``
+(``providers/port.py``). ``FileSessionTreeProvider`` and
+``MySQLSessionTreeProvider`` are this class bound to their storage.
+
+Writes go through ``transact``: the storage locks the session, the work runs
+on a ``SessionWriter`` (append, leaf moves, in-flight entries, several at
+once), and everything becomes durable together with the operations layer's
+audit record (``before_commit``) or not at all. The contract's single-step
+methods (``append_entry``, ``switch_leaf`` …) are one-step ``transact`` calls;
+the operations layer (``sessiontree/services/``) composes several steps in one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.conf import settings
+
+from sessiontree.core import entries as build
+from sessiontree.core.context_builder import UNSET, _Unset, build_context_from_path
+from sessiontree.core.entries import (
+    DEFAULT_MAX_ENTRY_BYTES,
+    DEFAULT_MAX_ENTRY_DEPTH,
+    apply_in_flight_patch,
+    check_copied_entries,
+    check_entry_limits,
+    prepare_new_entry,
+)
+from sessiontree.core.errors import (
+    EntryNotFound,
+    ImmutableEntry,
+    InvalidEntry,
+    LeafConflict,
+    SessionClosed,
+    SessionNotFound,
+)
+from sessiontree.core.fork import build_branched_entries
+from sessiontree.core.ids import new_session_id
+from sessiontree.core.path import resolve_latest_labels, walk_path
+from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_session_header
+from sessiontree.core.snapshot import build_snapshot
+from sessiontree.core.types import Entry, SessionContext, SessionSnapshot, SessionTreeSession
+
+from . import meta
+from .appends import TypedAppends
+from .port import SessionState, SessionStorage, StoredView, StoredWrite, iter_named_ids
+
+T = TypeVar("T")
+
+CLOSED_STATUSES = {"deleted": "deleted", "archived": "archived"}
+
+
+def entry_limits() -> tuple[int, int]:
+    """(maximum bytes of an entry's JSON line, maximum JSON nesting depth) from settings."""
+    return (
+        int(getattr(settings, "SESSIONTREE_MAX_ENTRY_BYTES", DEFAULT_MAX_ENTRY_BYTES)),
+        int(getattr(settings, "SESSIONTREE_MAX_ENTRY_DEPTH", DEFAULT_MAX_ENTRY_DEPTH)),
+    )
+
+
+def encode_checked(entry: Entry) -> tuple[bytes, Entry]:
+    """The entry's line and the entry as stored, refused beyond the size limits
+    (``EntryTooLarge``) or when JSON cannot hold it (``InvalidEntry``)."""
+    max_bytes, max_depth = entry_limits()
+    line, stored = encode_entry_line(entry)
+    check_entry_limits(entry, len(line), max_bytes=max_bytes, max_depth=max_depth)
+    return line, stored
+
+
+class SessionWriter:
+    """One session, locked for writing: the steps of one operation.
+
+    Every step validates before it writes and sees the steps before it; if any
+    step raises, nothing of the operation is stored.
+    """
+
+    def __init__(self, txn: StoredWrite) -> None:
+        self._txn = txn
+        self.session_id = txn.state.session_id
+        self.leaf_before: str | None = txn.state.leaf_entry_id
+        self.written: list[Entry] = []
+
+    # --- state ------------------------------------------------------------------
+    @property
+    def state(self) -> SessionState:
+        return self._txn.state
+
+    @property
+    def leaf_entry_id(self) -> str | None:
+        return self._txn.state.leaf_entry_id
+
+    def session(self) -> SessionTreeSession:
+        return self._txn.session()
+
+    def get_entry(self, entry_id: Any) -> Entry:
+        found = self._txn.get(entry_id) if isinstance(entry_id, str) else None
+        if found is None:
+            raise EntryNotFound(f"Entry {entry_id} not found in session {self.session_id}")
+        return found
+
+    def active_path(self, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]:
+        leaf_id = self.leaf_entry_id if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+        return read_path(self._txn, leaf_id)
+
+    # --- checks (one order for every storage) -------------------------------------
+    def check_writable(self) -> None:
+        status = self.state.status
+        if status in CLOSED_STATUSES:
+            raise SessionClosed(f"Session {self.session_id} is {status}; restore it before writing")
+
+    def check_no_in_flight(self) -> None:
+        in_flight = self.state.in_flight_entry_id
+        if in_flight is not None:
+            raise LeafConflict(f"Entry {in_flight} of session {self.session_id} is still in flight; complete it first")
+
+    def check_expected_leaf(self, expected_leaf_id: str | None | _Unset) -> None:
+        if not isinstance(expected_leaf_id, _Unset) and expected_leaf_id != self.leaf_entry_id:
+            raise LeafConflict(
+                f"Leaf of session {self.session_id} is {self.leaf_entry_id!r}, not the expected {expected_leaf_id!r}"
+            )
+
+    # --- steps ---------------------------------------------------------------------
+    def _prepare(self, entry: Any) -> tuple[Entry, bool, bytes]:
+        """Validate ``entry`` as a child of the leaf; returns it as it will be
+        stored, whether its id was generated, and its line."""
+        if not isinstance(entry, dict):
+            prepare_new_entry(entry, leaf_id=self.leaf_entry_id, by_id={})  # raises InvalidEntry
+        generated = entry.get("id") is None
+        known = self._txn.known_ids(list(iter_named_ids(entry)))  # before the id is made up: not looked up
+        if generated:
+            entry = {**entry, "id": self._txn.new_entry_id()}
+            known = _AssumingAbsent(known, entry["id"])
+        new = prepare_new_entry(entry, leaf_id=self.leaf_entry_id, by_id=known)
+        line, stored = encode_checked(new)
+        return stored, generated, line
+
+    def append(self, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET) -> Entry:
+        """Append ``entry`` as a child of the leaf; it becomes the leaf."""
+        self.check_writable()
+        self.check_no_in_flight()
+        self.check_expected_leaf(expected_leaf_id)
+        new, generated, line = self._prepare(entry)
+        stored = self._txn.insert(new, generated_id=generated, line=line)
+        self.written.append(stored)
+        return stored
+
+    def begin_in_flight(self, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET) -> Entry:
+        """Start a streaming entry: it becomes the leaf, visible to reads, and
+        alone may change until it is completed."""
+        self.check_writable()
+        self.check_no_in_flight()
+        self.check_expected_leaf(expected_leaf_id)
+        new, generated, _line = self._prepare(entry)
+        stored = self._txn.insert_in_flight(new, generated_id=generated)
+        self.written.append(stored)
+        return stored
+
+    def update_in_flight(self, entry_id: Any, patch: Any, *, complete: bool = False) -> Entry:
+        self.check_writable()
+        current = self._txn.in_flight()
+        if current is None or current["id"] != entry_id:
+            self.get_entry(entry_id)  # EntryNotFound for an unknown id
+            raise ImmutableEntry(f"Entry {entry_id} of session {self.session_id} is completed and cannot change")
+        named = [patch.get("targetId"), patch.get("firstKeptEntryId")] if isinstance(patch, dict) else []
+        updated = apply_in_flight_patch(current, patch, self._txn.known_ids([n for n in named if isinstance(n, str)]))
+        line, stored = encode_checked(updated)
+        self._txn.replace_in_flight(stored, complete=complete, line=line)
+        self.written.append(stored)
+        return stored
+
+    def switch_leaf(self, entry_id: Any, *, expected_leaf_id: str | None | _Unset = UNSET) -> None:
+        """Move the leaf to an existing entry (history is never rewritten)."""
+        self.check_writable()
+        self.check_no_in_flight()
+        self.check_expected_leaf(expected_leaf_id)
+        if not isinstance(entry_id, str):
+            raise EntryNotFound(f"Entry {entry_id!r} not found in session {self.session_id}")
+        self._txn.set_leaf(entry_id)  # EntryNotFound for an id the session does not hold
+
+    def reset_leaf(self, *, expected_leaf_id: str | None | _Unset = UNSET) -> None:
+        """Move the leaf before the root: the next entry starts a new root."""
+        self.check_writable()
+        self.check_no_in_flight()
+        self.check_expected_leaf(expected_leaf_id)
+        self._txn.set_leaf(None)
+
+
+class _AssumingAbsent(dict):  # type: ignore[type-arg]
+    """``known_ids`` plus one generated id taken as absent: the storage makes
+    it unique on insert, so validation need not ask the storage about it."""
+
+    def __init__(self, known: Any, generated: str) -> None:
+        super().__init__()
+        self._known = known
+        self._generated = generated
+
+    def __contains__(self, key: object) -> bool:
+        return key != self._generated and key in self._known
+
+
+def read_path(view: StoredView, leaf_id: str | None) -> list[Entry]:
+    """Root-first entries up to ``leaf_id`` (Pi's tolerant walk), payloads of the path only."""
+    if leaf_id is None:
+        return []
+    try:
+        ids = walk_path(leaf_id, view.parents())
+    except EntryNotFound:
+        raise EntryNotFound(f"Entry {leaf_id} not found in session {view.state.session_id}") from None
+    return view.entries(ids)
+
+
+class TreeProvider(meta.SessionMetaMethods, TypedAppends):
+    """Every method of the contract, for the storage in ``self.storage``."""
+
+    kind: str
+    storage: SessionStorage
+
+    # --- units of work -------------------------------------------------------------
+    def transact(
+        self,
+        session_id: str,
+        work: Callable[[SessionWriter], T],
+        *,
+        expected_leaf_id: str | None | _Unset = UNSET,
+        before_commit: Callable[[SessionWriter], None] | None = None,
+    ) -> T:
+        """Run ``work`` on the locked session; its steps and ``before_commit``'s
+        database writes are stored together or not at all. ``expected_leaf_id``
+        is checked before ``work`` runs (``LeafConflict``). ``work`` may run more
+        than once (a database deadlock is retried), so it must only use the writer."""
+        writers: list[SessionWriter] = []
+
+        def run(txn: StoredWrite) -> T:
+            writer = SessionWriter(txn)
+            writers[:] = [writer]
+            writer.check_expected_leaf(expected_leaf_id)
+            return work(writer)
+
+        def commit(_txn: StoredWrite) -> None:
+            if before_commit is not None:
+                before_commit(writers[0])
+
+        return self.storage.write(session_id, run, before_commit=commit if before_commit is not None else None)
+
+    # --- sessions ------------------------------------------------------------------
+    def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        cwd: str | None = None,
+        agent_id: int | None = None,
+        user_id: str | None = None,
+        title: str | None = None,
+        parent_session_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        entries: list[Entry] | None = None,
+        header_extra: dict[str, Any] | None = None,
+        parent_session_ref: str | None = None,
+        before_commit: Callable[[SessionTreeSession], None] | None = None,
+    ) -> SessionTreeSession:
+        """Create a session, empty or holding ``entries``: already-built
+        entries copied verbatim (a fork, an import), checked first.
+
+        ``parent_session_id`` links the lineage; the header's ``parentSession``
+        is ``parent_session_ref`` when given (Pi writes the parent's file
+        path), else that id."""
+        copied = check_copied_entries(entries or [])
+        for entry in copied:
+            encode_checked(entry)
+        session_id = meta.validate_session_id(session_id) if session_id is not None else new_session_id()
+        header = new_session_header(
+            session_id,
+            cwd=cwd or "",
+            parent_session=parent_session_ref or parent_session_id,
+            extra=header_extra,
+        )
+        row_fields = {
+            "cwd": cwd,
+            "agent_id": agent_id,
+            "user_id": user_id,
+            "title": title,
+            "parent_session_id": parent_session_id,
+            "metadata": metadata,
+        }
+        meta.check_meta_fields(row_fields)
+        return self.storage.create(
+            {"session_id": session_id, **row_fields}, header, copied, before_commit=before_commit
+        )
+
+    def get_session(self, session_id: str) -> SessionTreeSession | None:
+        try:
+            return self.storage.session(session_id)
+        except SessionNotFound:
+            return None
+
+    def delete_session(
+        self, session_id: str, *, hard: bool = False, before_commit: Callable[[], None] | None = None
+    ) -> None:
+        """Soft: status ``deleted`` (readable, closed to writes). Hard: the
+        session and its entries are gone for good, all or nothing."""
+        if not hard:
+            self.update_session(session_id, status="deleted")
+            return
+        self.storage.destroy(session_id, before_commit=before_commit)
+
+    def get_header(self, session_id: str) -> dict[str, Any]:
+        """The session's Pi header line (what a JSONL export starts with)."""
+        return self.storage.header(session_id)
+
+    # --- entries -------------------------------------------------------------------
+    def list_entries(self, session_id: str) -> list[Entry]:
+        with self.storage.read(session_id) as view, gc_paused():
+            return view.all_entries()
+
+    def get_entry(self, session_id: str, entry_id: str) -> Entry:
+        with self.storage.read(session_id) as view:
+            found = view.get(entry_id) if isinstance(entry_id, str) else None
+        if found is None:
+            raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
+        return found
+
+    def append_entry(self, session_id: str, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET) -> Entry:
+        return self.transact(session_id, lambda w: w.append(entry, expected_leaf_id=expected_leaf_id))
+
+    def begin_in_flight_entry(
+        self, session_id: str, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET
+    ) -> Entry:
+        return self.transact(session_id, lambda w: w.begin_in_flight(entry, expected_leaf_id=expected_leaf_id))
+
+    def update_in_flight_entry(
+        self, session_id: str, entry_id: str, patch: dict[str, Any], *, complete: bool = False
+    ) -> Entry:
+        return self.transact(session_id, lambda w: w.update_in_flight(entry_id, patch, complete=complete))
+
+    def append_branch_summary(
+        self,
+        session_id: str,
+        *,
+        branch_from_entry_id: str | None,
+        summary: str,
+        details: Any = None,
+        from_hook: bool | None = None,
+        expected_leaf_id: str | None | _Unset = UNSET,
+    ) -> Entry:
+        """Pi's ``branchWithSummary``: move the leaf to ``branch_from_entry_id``
+        (``None`` = before the root) and append the summary there, in one step."""
+        entry = build.branch_summary_entry(
+            branch_from_entry_id=branch_from_entry_id, summary=summary, details=details, from_hook=from_hook
+        )
+
+        def work(writer: SessionWriter) -> Entry:
+            if branch_from_entry_id is None:
+                writer.reset_leaf()
+            else:
+                writer.switch_leaf(branch_from_entry_id)
+            return writer.append(entry)
+
+        return self.transact(session_id, work, expected_leaf_id=expected_leaf_id)
+
+    # --- leaf and branches -------------------------------------------------------------
+    def switch_leaf(
+        self, session_id: str, entry_id: str, *, expected_leaf_id: str | None | _Unset = UNSET
+    ) -> SessionTreeSession:
+        def work(writer: SessionWriter) -> None:
+            writer.switch_leaf(entry_id, expected_leaf_id=expected_leaf_id)
+
+        self.transact(session_id, work)
+        return self.storage.session(session_id)
+
+    def reset_leaf(self, session_id: str, *, expected_leaf_id: str | None | _Unset = UNSET) -> SessionTreeSession:
+        def work(writer: SessionWriter) -> None:
+            writer.reset_leaf(expected_leaf_id=expected_leaf_id)
+
+        self.transact(session_id, work)
+        return self.storage.session(session_id)
+
+    def branched_entries(self, session_id: str, leaf_entry_id: str | None) -> tuple[SessionTreeSession, list[Entry]]:
+        """The source session and the entries a fork at ``leaf_entry_id`` holds:
+        the root→leaf path without label entries, plus fresh labels for it."""
+        with self.storage.read(session_id) as view:
+            source = view.session()
+            if leaf_entry_id is None:
+                return source, []
+            path = read_path(view, leaf_entry_id)
+            labels = resolve_latest_labels(view.all_entries(types=("label",)))
+        return source, build_branched_entries(path, labels)
+
+    def create_branched_session(
+        self,
+        session_id: str,
+        leaf_entry_id: str | None,
+        *,
+        new_session_id: str | None = None,
+        before_commit: Callable[[SessionTreeSession], None] | None = None,
+        **fields: Any,
+    ) -> SessionTreeSession:
+        """A new session holding the root→``leaf_entry_id`` path (labels
+        re-created), whose parent is this one. ``None`` → an empty child."""
+        source, copied = self.branched_entries(session_id, leaf_entry_id)
+        return self.create_session(
+            session_id=new_session_id,
+            entries=copied,
+            parent_session_ref=self.parent_reference(source),
+            before_commit=before_commit,
+            **meta.fork_fields(source, fields),
+        )
+
+    def parent_reference(self, source: SessionTreeSession) -> str:
+        """What a fork's header names as ``parentSession``: the source's id
+        (storages that write files override this with what Pi writes)."""
+        return source["session_id"]
+
+    # --- reads ------------------------------------------------------------------------
+    def get_active_path(self, session_id: str, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]:
+        with self.storage.read(session_id) as view, gc_paused():
+            leaf_id = view.state.leaf_entry_id if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+            return read_path(view, leaf_id)
+
+    def build_context(self, session_id: str, leaf_entry_id: str | None | _Unset = UNSET) -> SessionContext:
+        with gc_paused():
+            return build_context_from_path(self.get_active_path(session_id, leaf_entry_id))
+
+    def get_snapshot(self, session_id: str) -> SessionSnapshot:
+        with self.storage.read(session_id) as view, gc_paused():
+            return build_snapshot(view.session(), view.all_entries())
+
+    def read(self, session_id: str) -> Any:
+        """A consistent read of the session (``StoredView``), for selectors that
+        need several reads at once (the admin's tree page, the API's tree)."""
+        return self.storage.read(session_id)
+
+
+def closed_reason(status: str) -> str | None:
+    return CLOSED_STATUSES.get(status)
+
+
+__all__ = ["InvalidEntry", "SessionWriter", "TreeProvider", "encode_checked", "entry_limits", "read_path"]

@@ -1,0 +1,56 @@
+"""The operations layer: every state change of a session goes through here.
+
+Faces (admin, REST API, management commands, the roleplay layer) parse their
+input, call one of these functions and render the result; they never write
+through the ORM or a provider directly. Each function takes an ``actor`` (a
+user, or a system actor such as ``cli:alice`` or ``sync``) and a ``channel``
+(``admin``, ``api``, ``cli``, ``sync``, ``internal``), writes the change, and
+writes an ``AuditRecord`` in the same transaction: a record exists if and only
+if the change happened.
+
+Modules:
+- ``sessions``: create, update title/metadata, archive, restore, soft/hard delete;
+- ``entries``: append any entry type (one or several at once), in-flight
+  entries begun, updated and completed;
+- ``tree``: switch/reset the leaf, set/clear labels, navigate (optional branch
+  summary and label), fork before/at an entry, compact;
+- ``audit``: actors, channels and the record;
+- ``hooks``: before/after hooks for navigate, fork and compact.
+
+Optimistic concurrency: every append and leaf move takes ``expected_leaf_id``;
+a leaf that moved is ``LeafConflict`` before anything is written.
+"""
+
+from __future__ import annotations
+
+from . import audit, entries, hooks, sessions, tree
+from .audit import SYNC_ACTOR, Actor, cli_actor
+from .hooks import (
+    HookEvent,
+    register_compaction_hook,
+    register_hook,
+    unregister_compaction_hook,
+    unregister_hook,
+)
+from .tree import FORK_POSITIONS, NavigateResult, compact_session, fork_session, navigate_tree
+
+__all__ = [
+    "FORK_POSITIONS",
+    "SYNC_ACTOR",
+    "Actor",
+    "HookEvent",
+    "NavigateResult",
+    "audit",
+    "cli_actor",
+    "compact_session",
+    "entries",
+    "fork_session",
+    "hooks",
+    "navigate_tree",
+    "register_compaction_hook",
+    "register_hook",
+    "sessions",
+    "tree",
+    "unregister_compaction_hook",
+    "unregister_hook",
+]

@@ -1,0 +1,121 @@
+"""Who did it, from where: actors, channels and the audit record.
+
+Every operation of this package takes an ``actor`` (a user, or a named system
+actor such as ``cli:alice`` or ``sync``) and a ``channel`` (``admin``,
+``api``, ``cli``, ``sync``, or ``internal`` for plain Python callers). The
+record is written inside the same database transaction as the change (the
+providers' ``before_commit``), so it exists if and only if the change happened.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sessiontree.core.types import Entry
+from sessiontree.models import AuditRecord
+
+CHANNELS: tuple[str, ...] = tuple(AuditRecord.Channel.values)
+SYSTEM = "system"
+MAX_DETAIL_TEXT = 200
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acts: ``name`` is stored on every record; ``user_id`` links an account."""
+
+    name: str
+    user_id: int | None = None
+
+    @classmethod
+    def of(cls, actor: Any) -> Actor:
+        """An ``Actor`` from an ``Actor``, a Django user, a name, or ``None`` (``system``)."""
+        if isinstance(actor, Actor):
+            return actor
+        if actor is None:
+            return cls(SYSTEM)
+        if isinstance(actor, str):
+            name = actor.strip()
+            if not name:
+                raise ValueError("An actor name must not be empty")
+            return cls(name[:191])
+        if getattr(actor, "is_authenticated", False) and hasattr(actor, "get_username"):
+            return cls(actor.get_username(), actor.pk)
+        if getattr(actor, "is_anonymous", False):
+            raise ValueError("An anonymous user cannot act on sessions")
+        raise TypeError(f"Not an actor: {actor!r} (give a user, a name, or an Actor)")
+
+
+def cli_actor() -> Actor:
+    """``cli:<os user>``: the operator running a management command."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        user = str(os.getuid())
+    return Actor(f"cli:{user}")
+
+
+SYNC_ACTOR = Actor("sync")
+
+
+def check_channel(channel: Any) -> str:
+    if channel not in CHANNELS:
+        raise ValueError(f"Unknown channel {channel!r}; use one of {', '.join(CHANNELS)}")
+    return str(channel)
+
+
+def _short(value: Any) -> Any:
+    """Detail values stay short: long text is cut, nested data summarized."""
+    if isinstance(value, str):
+        return value if len(value) <= MAX_DETAIL_TEXT else value[: MAX_DETAIL_TEXT - 1] + "…"
+    if isinstance(value, Mapping):
+        return {str(k): _short(v) for k, v in list(value.items())[:20]}
+    if isinstance(value, list | tuple):
+        return [_short(v) for v in list(value)[:20]]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return _short(str(value))
+
+
+def describe_entry(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """What an audit detail says about an appended entry (never its content)."""
+    detail: dict[str, Any] = {"type": entry.get("type")}
+    message = entry.get("message")
+    if isinstance(message, Mapping) and isinstance(message.get("role"), str):
+        detail["role"] = message["role"]
+    for key in ("customType", "targetId", "label", "firstKeptEntryId", "fromId"):
+        if isinstance(entry.get(key), str):
+            detail[key] = entry[key]
+    return detail
+
+
+def record(
+    *,
+    actor: Actor,
+    channel: str,
+    operation: str,
+    session_id: str,
+    entry_ids: Iterable[str] = (),
+    leaf_before: str | None = None,
+    leaf_after: str | None = None,
+    detail: Mapping[str, Any] | None = None,
+) -> AuditRecord:
+    """Insert one audit record (inside the caller's transaction)."""
+    return AuditRecord.objects.create(
+        actor=actor.name,
+        user_id=actor.user_id,
+        channel=channel,
+        operation=operation,
+        session_id=session_id,
+        entry_ids=list(entry_ids),
+        leaf_before=leaf_before,
+        leaf_after=leaf_after,
+        detail=_short(dict(detail or {})),
+    )
+
+
+def entry_ids(entries: Iterable[Entry]) -> list[str]:
+    return [entry["id"] for entry in entries]

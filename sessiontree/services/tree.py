@@ -1,0 +1,452 @@
+"""Moving in the tree: switch/reset the leaf, labels, navigate (Pi's ``/tree``,
+with an optional branch summary), fork, compact.
+
+Each operation reads what it needs, asks a summarizer when it needs one, and
+only then writes, in one unit under the session's lock with the leaf it read
+as the expected leaf: a summarizer that fails, a leaf moved meanwhile
+(``LeafConflict``) or any refused step leaves the session exactly as it was.
+The rules are Pi's (``navigateTree``, ``fork``, ``compact`` of its agent
+session); ``docs/compaction.md`` ("Services") explains them and where we differ.
+
+``navigate_tree``, ``fork_session`` and ``compact_session`` keep their
+positional ``provider, session_id`` arguments (the Python API contract); their
+``actor`` defaults to ``system`` and their ``channel`` to ``internal``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal, TypedDict
+
+from sessiontree.core import entries as build
+from sessiontree.core.branch_summary import collect_entries_for_branch_summary
+from sessiontree.core.compaction import CompactionSettings, prepare_compaction
+from sessiontree.core.context_builder import UNSET, _Unset
+from sessiontree.core.errors import EntryNotFound, InvalidEntry, SessionNotFound
+from sessiontree.core.types import Entry, SessionTreeSession
+from sessiontree.providers.base import SessionTreeProvider
+from sessiontree.providers.template import SessionWriter
+from sessiontree.summarizers import Summarizer, generate_branch_summary, generate_compaction_summary, get_summarizer
+
+from . import hooks
+from ._common import audit_writer, provider_for, who
+from .audit import record
+
+Expected = str | None | _Unset
+ForkPosition = Literal["before", "at"]
+FORK_POSITIONS: tuple[str, ...] = ("before", "at")
+INTERNAL = "internal"
+
+
+class NavigateResult(TypedDict):
+    leaf_entry_id: str | None
+    editor_text: str | None
+    summary_entry: Entry | None
+    label_entry: Entry | None
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def _leaf_of(provider: SessionTreeProvider, session_id: str) -> str | None:
+    session = provider.get_session(session_id)
+    if session is None:
+        raise SessionNotFound(f"Session {session_id} not found")
+    return session["leaf_entry_id"]
+
+
+def _text_of(content: Any) -> str:
+    """The text a user would re-edit: a string, or the text blocks joined (images dropped)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            block["text"]
+            for block in content
+            if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str)
+        )
+    return ""
+
+
+def _is_user_message(entry: Entry) -> bool:
+    return entry.get("type") == "message" and (entry.get("message") or {}).get("role") == "user"
+
+
+def _check_optional_text(value: Any, what: str) -> None:
+    """Refuse a non-text option before anything is read or written."""
+    if value is not None and not isinstance(value, str):
+        raise InvalidEntry(f"{what} must be a string or None, got {type(value).__name__}")
+
+
+def _describe(entry: Entry) -> str:
+    if entry.get("type") == "message":
+        return f"a {(entry.get('message') or {}).get('role')!r} message"
+    return f"a {entry.get('type')!r} entry"
+
+
+# --- leaf and labels -------------------------------------------------------------------
+
+
+def switch_leaf(
+    *,
+    session_id: str,
+    entry_id: str,
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    expected_leaf_id: Expected = UNSET,
+) -> SessionTreeSession:
+    """Move the leaf to ``entry_id`` (history is never rewritten)."""
+    acting, channel = who(actor, channel)
+    provider = provider_for(provider, session_id)
+    provider.transact(
+        session_id,
+        lambda writer: writer.switch_leaf(entry_id),
+        expected_leaf_id=expected_leaf_id,
+        before_commit=audit_writer(acting, channel, "switch_leaf", detail={"entry_id": entry_id}),
+    )
+    session = provider.get_session(session_id)
+    assert session is not None
+    return session
+
+
+def reset_leaf(
+    *,
+    session_id: str,
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    expected_leaf_id: Expected = UNSET,
+) -> SessionTreeSession:
+    """Move the leaf before the root: the next entry starts a new root."""
+    acting, channel = who(actor, channel)
+    provider = provider_for(provider, session_id)
+    provider.transact(
+        session_id,
+        lambda writer: writer.reset_leaf(),
+        expected_leaf_id=expected_leaf_id,
+        before_commit=audit_writer(acting, channel, "reset_leaf"),
+    )
+    session = provider.get_session(session_id)
+    assert session is not None
+    return session
+
+
+def set_label(
+    *,
+    session_id: str,
+    target_id: str,
+    label: str | None,
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    expected_leaf_id: Expected = UNSET,
+) -> Entry:
+    """Label ``target_id`` (``None`` or ``""`` clears its label): a ``label``
+    entry appended at the leaf; the target itself is never modified."""
+    _check_optional_text(label, "label")
+    acting, channel = who(actor, channel)
+    provider = provider_for(provider, session_id)
+    operation = "set_label" if label else "clear_label"
+    return provider.transact(
+        session_id,
+        lambda writer: writer.append(build.label_entry(target_id, label)),
+        expected_leaf_id=expected_leaf_id,
+        before_commit=audit_writer(acting, channel, operation, detail={"target_id": target_id, "label": label}),
+    )
+
+
+def clear_label(
+    *,
+    session_id: str,
+    target_id: str,
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    expected_leaf_id: Expected = UNSET,
+) -> Entry:
+    return set_label(
+        session_id=session_id,
+        target_id=target_id,
+        label=None,
+        actor=actor,
+        channel=channel,
+        provider=provider,
+        expected_leaf_id=expected_leaf_id,
+    )
+
+
+# --- compaction ------------------------------------------------------------------------
+
+
+def compact_session(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    summarizer: Summarizer | None = None,
+    settings: CompactionSettings | None = None,
+    custom_instructions: str | None = None,
+    actor: Any = None,
+    channel: str = INTERNAL,
+) -> Entry | None:
+    """Compact the active path: summarize its older part and append a
+    ``compaction`` entry at the leaf. Returns the entry, or ``None`` when
+    there is nothing to compact (empty path, the path already ends in a
+    compaction, or the kept region would not move).
+
+    Like Pi's manual ``/compact`` this ignores ``settings.enabled`` (that
+    switch governs automatic compaction). The entry is appended only if the
+    leaf is still where it was when the path was read. ``before_compact``
+    hooks may refuse; ``after_compact`` hooks (the roleplay checkpoint) run
+    once the compaction is stored.
+    """
+    _check_optional_text(custom_instructions, "custom_instructions")
+    acting, channel = who(actor, channel)
+    settings = settings if settings is not None else CompactionSettings()
+    leaf_id = _leaf_of(provider, session_id)
+    hooks.run_before(
+        hooks.HookEvent(
+            "before_compact",
+            provider,
+            session_id,
+            acting,
+            channel,
+            data={"leaf_entry_id": leaf_id, "custom_instructions": custom_instructions},
+        )
+    )
+    path = provider.get_active_path(session_id, leaf_id)
+    preparation = prepare_compaction(path, settings)
+    if preparation is None or not preparation.has_content:
+        return None
+    result = generate_compaction_summary(
+        summarizer if summarizer is not None else get_summarizer(),
+        preparation,
+        custom_instructions=custom_instructions,
+    )
+    entry = build.compaction_entry(
+        summary=result.summary,
+        first_kept_entry_id=result.first_kept_entry_id,
+        tokens_before=result.tokens_before,
+        details=result.details,
+    )
+    compaction = provider.transact(
+        session_id,
+        lambda writer: writer.append(entry),
+        expected_leaf_id=leaf_id,
+        before_commit=audit_writer(
+            acting,
+            channel,
+            "compact",
+            detail={"first_kept_entry_id": result.first_kept_entry_id, "tokens_before": result.tokens_before},
+        ),
+    )
+    hooks.run_after(
+        hooks.HookEvent(
+            "after_compact",
+            provider,
+            session_id,
+            acting,
+            channel,
+            data={"leaf_entry_id": leaf_id, "custom_instructions": custom_instructions},
+            result=compaction,
+        )
+    )
+    return compaction
+
+
+# --- tree navigation --------------------------------------------------------------------
+
+
+def navigate_tree(
+    provider: SessionTreeProvider,
+    session_id: str,
+    target_id: str,
+    *,
+    summarize: bool = False,
+    summarizer: Summarizer | None = None,
+    label: str | None = None,
+    custom_instructions: str | None = None,
+    replace_instructions: bool = False,
+    actor: Any = None,
+    channel: str = INTERNAL,
+    expected_leaf_id: Expected = UNSET,
+) -> NavigateResult:
+    """Move the leaf to ``target_id`` as Pi's ``/tree`` does.
+
+    - A user message or a custom message: the leaf goes to its parent (before
+      the root when it is a root) and its text comes back as ``editor_text``
+      so it can be edited and sent again.
+    - Any other entry becomes the leaf.
+    - ``summarize=True``: the entries being left behind (old leaf up to the
+      common ancestor) are summarized into a ``branch_summary`` appended as a
+      child of the new position; it becomes the leaf. Its ``fromId`` is that
+      new position (``"root"`` before the root), as Pi stores it. Nothing is
+      summarized when nothing is left behind.
+    - ``label``: a label entry for the summary entry, or for the target when
+      there is no summary. Like every entry it is appended at the leaf, so it
+      becomes the leaf (no context change: labels are not messages).
+    - ``target_id`` equal to the current leaf: nothing happens (Pi's no-op).
+
+    The leaf move, the summary and the label are one unit: all stored, or
+    (a refused step, a leaf moved while summarizing: ``LeafConflict``) none.
+    ``leaf_entry_id`` in the result is the session's leaf afterwards. Raises
+    ``EntryNotFound`` for an unknown target, ``SummarizerError`` (with nothing
+    written) when summarizing fails, ``InvalidEntry`` (before anything is
+    written) for a ``label`` or ``custom_instructions`` that is not a string.
+    ``before_navigate`` hooks may refuse; ``after_navigate`` hooks run after.
+    """
+    _check_optional_text(label, "label")
+    _check_optional_text(custom_instructions, "custom_instructions")
+    acting, channel = who(actor, channel)
+    old_leaf_id = _leaf_of(provider, session_id) if isinstance(expected_leaf_id, _Unset) else expected_leaf_id
+    if target_id == old_leaf_id:
+        return {"leaf_entry_id": old_leaf_id, "editor_text": None, "summary_entry": None, "label_entry": None}
+    target = provider.get_entry(session_id, target_id)
+    data = {"target_id": target_id, "old_leaf_id": old_leaf_id, "summarize": summarize, "label": label}
+    hooks.run_before(hooks.HookEvent("before_navigate", provider, session_id, acting, channel, data=dict(data)))
+
+    if _is_user_message(target):
+        new_leaf_id: str | None = target.get("parentId")
+        editor_text: str | None = _text_of((target.get("message") or {}).get("content"))
+    elif target.get("type") == "custom_message":
+        new_leaf_id = target.get("parentId")
+        editor_text = _text_of(target.get("content"))
+    else:
+        new_leaf_id = target_id
+        editor_text = None
+
+    branch = None
+    if summarize:
+        old_path = provider.get_active_path(session_id, old_leaf_id) if old_leaf_id is not None else []
+        target_path = provider.get_active_path(session_id, target_id)
+        by_id = {entry["id"]: entry for entry in (*old_path, *target_path)}
+        abandoned, _common_ancestor_id = collect_entries_for_branch_summary(
+            list(by_id.values()), old_leaf_id, target_id, by_id=by_id
+        )
+        if abandoned:
+            branch = generate_branch_summary(
+                summarizer if summarizer is not None else get_summarizer(),
+                abandoned,
+                custom_instructions=custom_instructions,
+                replace_instructions=replace_instructions,
+            )
+
+    # Every summarizer call is done: from here on one unit of writes, refused
+    # whole if the leaf moved while we were summarizing.
+    def work(writer: SessionWriter) -> tuple[Entry | None, Entry | None]:
+        if new_leaf_id is None:
+            writer.reset_leaf()
+        else:
+            writer.switch_leaf(new_leaf_id)
+        summary_entry: Entry | None = None
+        if branch is not None:
+            # Pi's fromId names the new position; the leaf being abandoned goes
+            # in details, so the summary still says which branch it describes.
+            summary_entry = writer.append(
+                build.branch_summary_entry(
+                    branch_from_entry_id=new_leaf_id,
+                    summary=branch.summary,
+                    details={**branch.details, "abandonedLeafId": old_leaf_id},
+                )
+            )
+        label_entry: Entry | None = None
+        if label:
+            labelled_id = summary_entry["id"] if summary_entry is not None else target_id
+            label_entry = writer.append(build.label_entry(labelled_id, label))
+        return summary_entry, label_entry
+
+    summary_entry, label_entry = provider.transact(
+        session_id,
+        work,
+        expected_leaf_id=old_leaf_id,
+        before_commit=audit_writer(
+            acting,
+            channel,
+            "navigate",
+            detail={"target_id": target_id, "summarized": branch is not None, "label": label},
+        ),
+    )
+    result: NavigateResult = {
+        "leaf_entry_id": _leaf_of(provider, session_id),
+        "editor_text": editor_text,
+        "summary_entry": summary_entry,
+        "label_entry": label_entry,
+    }
+    hooks.run_after(hooks.HookEvent("after_navigate", provider, session_id, acting, channel, data=data, result=result))
+    return result
+
+
+# --- fork ----------------------------------------------------------------------------------
+
+
+def fork_session(
+    provider: SessionTreeProvider,
+    session_id: str,
+    entry_id: str,
+    *,
+    position: ForkPosition = "before",
+    new_session_id: str | None = None,
+    title: str | None = None,
+    actor: Any = None,
+    channel: str = INTERNAL,
+) -> SessionTreeSession:
+    """A new session whose parent is ``session_id``, holding the path up to a point.
+
+    ``position="before"`` (Pi's default) needs a user message and forks at
+    its parent, so the message can be written again in the new session; on a
+    root user message the new session is empty. ``position="at"`` copies the
+    path up to and including ``entry_id``, whatever its type. Labels that
+    apply to copied entries are re-created; nothing after the fork point is
+    copied. Raises ``EntryNotFound`` for an unknown entry and ``InvalidEntry``
+    for a bad position or "before" on anything but a user message.
+    ``before_fork`` hooks may refuse; ``after_fork`` hooks get the new session.
+    """
+    if position not in FORK_POSITIONS:
+        raise InvalidEntry(f"Invalid fork position {position!r}; use 'before' or 'at'")
+    acting, channel = who(actor, channel)
+    entry = provider.get_entry(session_id, entry_id)
+    if position == "at":
+        fork_leaf_id: str | None = entry_id
+    else:
+        if not _is_user_message(entry):
+            raise InvalidEntry(
+                f"Entry {entry_id} is {_describe(entry)}; forking 'before' needs a user message "
+                "(use position='at' to fork at any entry)"
+            )
+        fork_leaf_id = entry.get("parentId")
+        if fork_leaf_id is not None:
+            try:
+                provider.get_entry(session_id, fork_leaf_id)
+            except EntryNotFound:
+                # A parent missing from the file (left by Pi's own forks) makes
+                # the message a root, as every path walk treats it.
+                fork_leaf_id = None
+    data = {"entry_id": entry_id, "position": position, "fork_leaf_id": fork_leaf_id}
+    hooks.run_before(hooks.HookEvent("before_fork", provider, session_id, acting, channel, data=dict(data)))
+
+    def audit(new: SessionTreeSession) -> None:
+        # Two records, one transaction: the source's history names the fork,
+        # the fork's history names where it came from.
+        record(
+            actor=acting,
+            channel=channel,
+            operation="fork",
+            session_id=session_id,
+            entry_ids=[entry_id],
+            detail={"new_session_id": new["session_id"], "position": position},
+        )
+        record(
+            actor=acting,
+            channel=channel,
+            operation="create_session",
+            session_id=new["session_id"],
+            leaf_after=new["leaf_entry_id"],
+            detail={"forked_from": session_id, "entry_id": entry_id, "position": position, "provider": provider.kind},
+        )
+
+    fields = {"title": title} if title is not None else {}
+    new_session = provider.create_branched_session(  # type: ignore[call-arg]
+        session_id, fork_leaf_id, new_session_id=new_session_id, before_commit=audit, **fields
+    )
+    hooks.run_after(hooks.HookEvent("after_fork", provider, session_id, acting, channel, data=data, result=new_session))
+    return new_session
