@@ -15,6 +15,11 @@ MYSQL_PORT ?= 3306
 MYSQL_URL ?= mysql://root@$(MYSQL_HOST):$(MYSQL_PORT)/test
 MYSQL_WAIT_SECONDS ?= 60
 PYTEST_ARGS ?=
+# Development targets (migrate, demo, run, bench) run with DEBUG on unless
+# DJANGO_DEBUG says otherwise; settings refuse to start with DEBUG off until
+# the production variables are set (README.md, "Production"). The tests use
+# their own settings (config/settings_test.py) and need none of this.
+DEV_ENV := DJANGO_DEBUG=$${DJANGO_DEBUG:-1}
 
 .PHONY: help venv run migrate demo test test-sqlite test-mysql lint format bench mysql-up clean
 
@@ -38,14 +43,14 @@ venv: $(STAMP)
 # SQLite cannot create the folder of its database file: make it first.
 migrate: venv
 	@mkdir -p "$${SESSIONTREE_VAR_DIR:-var}" $${SQLITE_PATH:+"$$(dirname "$$SQLITE_PATH")"}
-	$(BIN)/python manage.py migrate --noinput
+	$(DEV_ENV) $(BIN)/python manage.py migrate --noinput
 
 demo: migrate
-	$(BIN)/python manage.py load_demo
+	$(DEV_ENV) $(BIN)/python manage.py load_demo
 
 run: demo
-	$(BIN)/python manage.py ensure_admin --username admin
-	$(BIN)/python manage.py runserver 127.0.0.1:8000
+	$(DEV_ENV) $(BIN)/python manage.py ensure_admin --username admin
+	$(DEV_ENV) $(BIN)/python manage.py runserver 127.0.0.1:8000
 
 # Both legs always run; the target fails if either failed. pytest's exit 5
 # (no tests collected) is a failure like any other.
@@ -82,7 +87,7 @@ bench: venv
 	if [ $${#scripts[@]} -eq 0 ]; then echo "no benchmarks in bench/"; exit 0; fi; \
 	for script in "$${scripts[@]}"; do \
 		echo "== $$script"; \
-		DJANGO_SETTINGS_MODULE=config.settings PYTHONPATH=. $(BIN)/python "$$script"; \
+		$(DEV_ENV) DJANGO_SETTINGS_MODULE=config.settings PYTHONPATH=. $(BIN)/python "$$script"; \
 	done
 
 # Ping with the MariaDB/MySQL admin client when installed, else a bare TCP connect.

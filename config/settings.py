@@ -1,4 +1,10 @@
-"""Django settings.
+"""Django settings, every value from the environment.
+
+``DEBUG`` is off unless ``DJANGO_DEBUG=1`` (``make run`` sets it). With
+``DEBUG`` off the process refuses to start (``ImproperlyConfigured``) unless
+``DJANGO_SECRET_KEY`` and ``DJANGO_ALLOWED_HOSTS`` are set; the HTTPS settings
+that ``manage.py check --deploy`` asks for come from ``DJANGO_SECURE_*``
+variables (README.md, "Production").
 
 The database comes from the environment: ``DATABASE_URL`` (any URL that
 dj-database-url understands, e.g. ``mysql://root@127.0.0.1:3306/test``) or,
@@ -8,18 +14,110 @@ utf8mb4 so that every Unicode message survives.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("SESSIONTREE_VAR_DIR", BASE_DIR / "var"))
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-only-insecure-key-change-me")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost").split(",") if h]
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_flag(name: str, default: bool) -> bool:
+    """A yes/no variable; anything but 1/0 (true/false, yes/no, on/off) is refused, not read as no."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a yes/no value: set it to 1 or 0")
+
+
+def env_list(name: str) -> list[str]:
+    """A comma-separated variable as a list; unset or blank gives an empty list."""
+    return [item.strip() for item in os.environ.get(name, "").split(",") if item.strip()]
+
+
+def env_seconds(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number of seconds") from None
+    if value < 0:
+        raise ImproperlyConfigured(f"{name}={raw!r} must not be negative")
+    return value
+
+
+def proxy_ssl_header_from_env(name: str) -> tuple[str, str] | None:
+    """``X-Forwarded-Proto,https`` as Django's ``("HTTP_X_FORWARDED_PROTO", "https")``."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    header, separator, value = (part.strip() for part in raw.partition(","))
+    if not separator or not header or not value or "," in value:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not HEADER,VALUE: set it to the header your TLS-terminating proxy "
+            "sets and the value it means HTTPS by, e.g. X-Forwarded-Proto,https"
+        )
+    meta_key = header.upper().replace("-", "_")
+    if not meta_key.startswith("HTTP_"):
+        meta_key = f"HTTP_{meta_key}"
+    return meta_key, value
+
+
+# Off unless asked for: a forgotten variable must not serve tracebacks and settings to the world.
+DEBUG = env_flag("DJANGO_DEBUG", default=False)
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "").strip()
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS")
+if DEBUG:
+    SECRET_KEY = SECRET_KEY or "dev-only-insecure-key-change-me"
+    ALLOWED_HOSTS = ALLOWED_HOSTS or ["127.0.0.1", "localhost"]
+else:
+    _missing = []
+    if not SECRET_KEY:
+        _missing.append(
+            "DJANGO_SECRET_KEY is not set (set it to a long random value, e.g. the output of "
+            "`python -c 'from django.core.management.utils import get_random_secret_key; "
+            "print(get_random_secret_key())'`)"
+        )
+    if not ALLOWED_HOSTS:
+        _missing.append(
+            "DJANGO_ALLOWED_HOSTS is not set (set it to the host names this site is served under, "
+            "comma-separated, e.g. sessions.example.com)"
+        )
+    if _missing:
+        raise ImproperlyConfigured(
+            "DEBUG is off (DJANGO_DEBUG is not 1), so the production settings are required: "
+            + "; ".join(_missing)
+            + ". For development on this machine set DJANGO_DEBUG=1 instead (`make run` does)."
+        )
+
+# --- HTTPS (README.md, "Production") -----------------------------------------
+# Cookies travel over HTTPS only unless DEBUG is on; DJANGO_SECURE_COOKIES=0 is
+# for a plain-HTTP deployment on a network you trust.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_flag("DJANGO_SECURE_COOKIES", default=not DEBUG)
+# Off by default: the proxy in front may redirect already, and tests and
+# `make run` speak plain HTTP. `check --deploy` warns while it is off.
+SECURE_SSL_REDIRECT = env_flag("DJANGO_SECURE_SSL_REDIRECT", default=False)
+SECURE_HSTS_SECONDS = env_seconds("DJANGO_SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_flag("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env_flag("DJANGO_SECURE_HSTS_PRELOAD", default=False)
+# Only behind a proxy that sets this header on every request and strips it from clients.
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header_from_env("DJANGO_SECURE_PROXY_SSL_HEADER")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -156,9 +254,45 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
+LOG_LEVEL = os.environ.get("LOG_LEVEL", "WARNING").strip().upper()
+if not isinstance(logging.getLevelName(LOG_LEVEL), int):
+    raise ImproperlyConfigured(f"LOG_LEVEL={LOG_LEVEL!r} is not a level: set DEBUG, INFO, WARNING, ERROR or CRITICAL")
+
+
+class ClientErrorWithoutTraceback(logging.Filter):
+    """Keeps a 4xx line but not its traceback: a 403 or 400 is the client's doing, not a bug to trace.
+
+    Django attaches the exception to its "Forbidden (Permission denied)" and
+    bad-request lines; a 5xx keeps its traceback.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        status_code = getattr(record, "status_code", None)
+        if isinstance(status_code, int) and status_code < 500:
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+# One handler, on the root logger. Django's own "django" logger has a console
+# handler of its own (active while DEBUG is on), so every django.request line
+# printed twice; it now only propagates. Naming "django" resets its children,
+# so runserver's request log ("django.server") is restated as Django defines
+# it: its own handler and format, INFO, not propagating.
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    "filters": {"client_error_without_traceback": {"()": ClientErrorWithoutTraceback}},
+    "formatters": {
+        "django.server": {"()": "django.utils.log.ServerFormatter", "format": "[{server_time}] {message}", "style": "{"}
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "filters": ["client_error_without_traceback"]},
+        "django.server": {"class": "logging.StreamHandler", "formatter": "django.server"},
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django": {"handlers": [], "level": LOG_LEVEL, "propagate": True},
+        "django.server": {"handlers": ["django.server"], "level": "INFO", "propagate": False},
+    },
 }
