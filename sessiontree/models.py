@@ -86,6 +86,10 @@ class AgentSession(MPTTModel):
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["agent", "status", "-updated_at"], name="session_agent_status_idx")]
+        permissions = [
+            ("moderate_session", "Can moderate sessions (move the leaf, label, fork, compact, archive, delete)"),
+            ("hard_delete_session", "Can delete sessions and their entries for good"),
+        ]
 
     def __str__(self) -> str:
         return self.title or self.session_id
