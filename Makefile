@@ -28,7 +28,7 @@ help:
 	@echo "make test         every test on SQLite, then on MySQL/MariaDB ($(MYSQL_URL))"
 	@echo "make test-sqlite  the SQLite leg only"
 	@echo "make test-mysql   the MySQL leg only (REQUIRE_MYSQL=1: fails if the server is unreachable)"
-	@echo "make lint         ruff check + ruff format --check"
+	@echo "make lint         ruff check + ruff format --check + mypy (django-stubs)"
 	@echo "make bench        the benchmarks in bench/"
 	@echo "make mysql-up     start the local MariaDB server if it is not answering"
 
@@ -77,6 +77,7 @@ test-mysql: venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: venv
 	$(BIN)/ruff check --fix .

@@ -18,6 +18,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -164,7 +165,7 @@ TEMPLATES = [
 WSGI_APPLICATION = "config.wsgi.application"
 
 
-def database_from_env() -> dict:
+def database_from_env() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL")
     if not url:
         return {
@@ -188,7 +189,7 @@ def database_from_env() -> dict:
                 or os.path.join(tempfile.gettempdir(), f"sessiontree-test-{os.getpid()}.sqlite3")
             },
         }
-    config = dj_database_url.parse(url, conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "0")))
+    config: dict[str, Any] = dict(dj_database_url.parse(url, conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "0"))))
     if config["ENGINE"] == "django.db.backends.mysql":
         options = config.setdefault("OPTIONS", {})
         options.setdefault("charset", "utf8mb4")

@@ -447,7 +447,7 @@ def reduce_branch(path_entries: Sequence[Entry], character_id: str | None = None
         kind = roleplay_entry_kind(entry)
         if kind is None:
             continue
-        entry_id = entry.get("id")
+        entry_id = str(entry.get("id"))  # entries on a path always have a string id
         payload = roleplay_payload(entry)
         entry_character = payload.get("characterId") if isinstance(payload, dict) else None
 

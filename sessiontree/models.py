@@ -16,7 +16,7 @@ from mptt.models import MPTTModel, TreeForeignKey
 PROVIDER_CHOICES = [("file", "file"), ("mysql", "mysql")]
 
 
-class Agent(models.Model):
+class Agent(models.Model):  # type: ignore[django-manager-missing]  # the related model is an MPTT model
     """An agent configuration; ``session_provider`` picks where its sessions live."""
 
     name = models.CharField(max_length=200, unique=True)

@@ -147,11 +147,11 @@ def build_context_from_path(path: Sequence[Entry]) -> SessionContext:
         if entry_type == "thinking_level_change":
             thinking_level = entry.get("thinkingLevel", thinking_level)
         elif entry_type == "model_change":
-            model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}  # type: ignore[typeddict-item]
+            model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}  # type: ignore[assignment]
         elif entry_type == "message":
             message = entry.get("message") or {}
             if message.get("role") == "assistant":
-                model = {"provider": message.get("provider"), "modelId": message.get("model")}  # type: ignore[typeddict-item]
+                model = {"provider": message.get("provider"), "modelId": message.get("model")}  # type: ignore[assignment]
         elif entry_type == "compaction":
             compaction_index = index
 

@@ -59,13 +59,19 @@ class SessionTreeProvider(Protocol):
         title: str | None = None,
         parent_session_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        entries: list[Entry] | None = None,
+        header_extra: dict[str, Any] | None = None,
+        parent_session_ref: str | None = None,
+        before_commit: Callable[[SessionTreeSession], None] | None = None,
     ) -> SessionTreeSession: ...
 
     def get_session(self, session_id: str) -> SessionTreeSession | None: ...
 
     def update_session(self, session_id: str, **fields: Any) -> SessionTreeSession: ...
 
-    def delete_session(self, session_id: str, *, hard: bool = False) -> None: ...
+    def delete_session(
+        self, session_id: str, *, hard: bool = False, before_commit: Callable[[], None] | None = None
+    ) -> None: ...
 
     # --- entries -----------------------------------------------------------
     def list_entries(self, session_id: str) -> list[Entry]: ...
@@ -127,8 +133,18 @@ class SessionTreeProvider(Protocol):
     def reset_leaf(self, session_id: str) -> SessionTreeSession: ...
 
     def create_branched_session(
-        self, session_id: str, leaf_entry_id: str | None, *, new_session_id: str | None = None
+        self,
+        session_id: str,
+        leaf_entry_id: str | None,
+        *,
+        new_session_id: str | None = None,
+        before_commit: Callable[[SessionTreeSession], None] | None = None,
+        **fields: Any,
     ) -> SessionTreeSession: ...
+
+    def read(self, session_id: str) -> Any:
+        """A consistent read of one session (a ``StoredView``: state, skeleton, entries)."""
+        ...
 
     # --- units of work (the operations layer composes steps with these) ------
     def transact(

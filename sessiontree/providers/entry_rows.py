@@ -143,7 +143,7 @@ def encode_entry(entry: Entry) -> dict[str, Any]:
     for key, value in entry.items():
         name = mapping.get(key)
         column = COLUMNS[name] if name is not None else None
-        if column is None or not _fits(column, value):
+        if name is None or column is None or not _fits(column, value):
             fields[key] = value
             continue
         if column.kind == JSON:

@@ -94,7 +94,7 @@ def resolve_session_provider_kind(config: Any = None, *, explicit: Any = None) -
 @cache
 def _provider_class(path: str) -> type:
     try:
-        return import_string(path)  # type: ignore[no-any-return]
+        return import_string(path)  # type: ignore[no-any-return,unused-ignore]
     except ImportError as exc:
         raise ImproperlyConfigured(f"SESSIONTREE_PROVIDERS names {path!r}, which cannot be imported ({exc})") from exc
 
@@ -102,7 +102,8 @@ def _provider_class(path: str) -> type:
 def get_provider(kind: str | None = None) -> SessionTreeProvider:
     """A provider of ``kind`` (default: ``SESSIONTREE_DEFAULT_PROVIDER``) configured from settings."""
     resolved = check_kind(kind) if kind not in (None, "") else default_provider_kind()
-    return _provider_class(provider_registry()[resolved])()  # type: ignore[no-any-return]
+    provider: SessionTreeProvider = _provider_class(provider_registry()[resolved])()
+    return provider
 
 
 def get_provider_for_agent(agent: Any, *, explicit: Any = None) -> SessionTreeProvider:

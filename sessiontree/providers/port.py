@@ -84,10 +84,11 @@ class StoredWrite(StoredView, Protocol):
         """An id for a new entry (unique, or made unique by ``insert``)."""
         ...
 
-    def insert(self, entry: Entry, *, generated_id: bool = False) -> Entry:
+    def insert(self, entry: Entry, *, generated_id: bool = False, line: bytes | None = None) -> Entry:
         """Store a completed entry (a child of the current leaf) and make it
         the leaf. With ``generated_id`` the storage may replace a colliding id
-        with a fresh one; the entry as stored is returned."""
+        with a fresh one; the entry as stored is returned. ``line`` is the
+        entry's JSONL line, already encoded (a file storage writes it as is)."""
         ...
 
     def in_flight(self) -> Entry | None: ...
@@ -96,7 +97,7 @@ class StoredWrite(StoredView, Protocol):
         """Start a streaming entry: visible to reads and the leaf, not yet completed."""
         ...
 
-    def replace_in_flight(self, entry: Entry, *, complete: bool) -> None:
+    def replace_in_flight(self, entry: Entry, *, complete: bool, line: bytes | None = None) -> None:
         """Replace the in-flight entry's content; ``complete`` makes it a stored entry for good."""
         ...
 

@@ -190,7 +190,7 @@ class SessionWriter:
         self._txn.set_leaf(None)
 
 
-class _AssumingAbsent(dict):  # type: ignore[type-arg]
+class _AssumingAbsent(dict[str, Any]):
     """``known_ids`` plus one generated id taken as absent: the storage makes
     it unique on insert, so validation need not ask the storage about it."""
 

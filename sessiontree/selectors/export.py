@@ -34,7 +34,7 @@ def export_entries(
     if scope == "subtree" and not entry_id:
         raise InvalidEntry("A subtree export needs the entry it starts at")
     header = provider.get_header(session_id)
-    with provider.read(session_id) as view:  # type: ignore[attr-defined]
+    with provider.read(session_id) as view:
         in_flight = view.state.in_flight_entry_id
         start = entry_id if entry_id is not None else view.state.leaf_entry_id
         if start is not None and start == in_flight:

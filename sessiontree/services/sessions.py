@@ -201,5 +201,5 @@ def delete_session(
             },
         )
 
-    provider.delete_session(session_id, hard=True, before_commit=audit)  # type: ignore[call-arg]
+    provider.delete_session(session_id, hard=True, before_commit=audit)
     return None

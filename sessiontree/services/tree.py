@@ -445,7 +445,7 @@ def fork_session(
         )
 
     fields = {"title": title} if title is not None else {}
-    new_session = provider.create_branched_session(  # type: ignore[call-arg]
+    new_session = provider.create_branched_session(
         session_id, fork_leaf_id, new_session_id=new_session_id, before_commit=audit, **fields
     )
     hooks.run_after(hooks.HookEvent("after_fork", provider, session_id, acting, channel, data=data, result=new_session))

@@ -385,6 +385,11 @@ def test_update_and_delete(provider):
         provider.delete_session("s1")
 
 
+def read_all(provider, session_id):
+    with provider.read(session_id) as view:
+        return view.all_entries()
+
+
 # Every method of the Protocol with the arguments to call it on a session
 # ``sid`` whose entry ``eid`` exists. test_every_protocol_method_is_covered keeps
 # this list complete: a method added to the Protocol must be added here.
@@ -416,6 +421,7 @@ METHOD_CALLS = {
     "get_snapshot": lambda p, sid, eid: p.get_snapshot(sid),
     "build_context": lambda p, sid, eid: p.build_context(sid),
     "get_header": lambda p, sid, eid: p.get_header(sid),
+    "read": lambda p, sid, eid: read_all(p, sid),
     "transact": lambda p, sid, eid: p.transact(sid, lambda writer: writer.switch_leaf(eid)),
 }
 SESSION_METHODS = sorted(name for name, call in METHOD_CALLS.items() if call is not None)

@@ -176,7 +176,7 @@ class Command(SessionTreeCommand):
         provider = get_provider(options["provider"]) if options.get("provider") else None
         if provider is None:
             provider = get_provider_for_session(session_id)
-        self.who = {"actor": self.actor, "channel": self.channel}
+        self.who: dict[str, Any] = {"actor": self.actor, "channel": self.channel}
         options["handler"](provider, session_id, options)
 
     def emit(self, payload: Any, human: str) -> None:
