@@ -128,7 +128,9 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_filters",
     "mptt",
     "sessiontree",
@@ -238,21 +240,43 @@ SESSIONTREE_OPENAI_MODEL = os.environ.get("SESSIONTREE_OPENAI_MODEL", "gpt-4o-mi
 SESSIONTREE_OPENAI_API_KEY = os.environ.get("SESSIONTREE_OPENAI_API_KEY", "")
 SESSIONTREE_OPENAI_TIMEOUT = float(os.environ.get("SESSIONTREE_OPENAI_TIMEOUT", "60"))
 
+# A request body may hold one entry of the largest size allowed, plus the
+# JSON around it (and some escaping); the API's parser enforces this limit
+# (413 request_too_large), the entry limit stays the providers' (413 entry_too_large).
+DATA_UPLOAD_MAX_MEMORY_SIZE = SESSIONTREE_MAX_ENTRY_BYTES + 1024 * 1024
+
+# The REST API (docs/api.md): tokens or the admin's session, strict JSON, one error shape.
 REST_FRAMEWORK = {
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Token first: an anonymous request is then a 401 with WWW-Authenticate: Token.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.BasicAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAdminUser"],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PARSER_CLASSES": ["sessiontree.api.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["sessiontree.api.renderers.JSONRenderer"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "sessiontree.api.schema.SessionTreeAutoSchema",
+    "EXCEPTION_HANDLER": "sessiontree.api.errors.exception_handler",
 }
 
 SPECTACULAR_SETTINGS = {
     "TITLE": "Session Tree API",
-    "DESCRIPTION": "Pi-compatible append-only session trees and the roleplay layer.",
+    "DESCRIPTION": (
+        "Pi-compatible append-only session trees: sessions, entries, and tree operations "
+        "(leaf moves, navigation with branch summaries, forks, compaction, labels). "
+        "Entries keep Pi's camelCase; session meta is snake_case. "
+        'Every error is {"error": {"code", "message", "details"}}. See docs/api.md.'
+    ),
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/",
+    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI from the drf-spectacular-sidecar package: served as our own
+    # static files, no CDN (the UI works offline).
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "WARNING").strip().upper()

@@ -1,0 +1,69 @@
+"""Filters of the session list (django-filter). A value that cannot be read
+(an unknown status, a date that is not ISO-8601) is a 400 naming the field."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from django import forms
+from django.db.models import QuerySet
+from django_filters import rest_framework as filters
+from django_filters.fields import IsoDateTimeField
+
+from sessiontree.models import PROVIDER_CHOICES, AgentSession
+
+
+class IdFilter(filters.Filter):
+    """A primary key: a whole number the database can hold (a larger one would
+    overflow SQLite's integers instead of matching nothing)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", 2**63 - 1)
+        super().__init__(*args, **kwargs)
+
+
+class UTCDateTimeField(IsoDateTimeField):
+    """ISO-8601, and a moment that exists in UTC (0001-01-01T00:00+05:00 does not)."""
+
+    def to_python(self, value: Any) -> Any:
+        moment = super().to_python(value)
+        if moment is not None:
+            try:
+                moment.astimezone(UTC)
+            except OverflowError:
+                raise forms.ValidationError("This moment is out of range.", code="invalid") from None
+        return moment
+
+
+class MomentFilter(filters.IsoDateTimeFilter):
+    field_class = UTCDateTimeField
+
+
+class SessionFilter(filters.FilterSet):
+    agent = IdFilter(field_name="agent_id", help_text="The agent's id.")
+    user_id = filters.CharFilter(field_name="user_id", max_length=191)
+    provider = filters.ChoiceFilter(field_name="provider", choices=PROVIDER_CHOICES)
+    status = filters.ChoiceFilter(
+        field_name="status",
+        choices=AgentSession.Status.choices,
+        help_text="Default: active and archived sessions (deleted ones only when asked for).",
+    )
+    search = filters.CharFilter(field_name="title", lookup_expr="icontains", max_length=255, help_text="In the title.")
+    created_after = MomentFilter(field_name="created_at", lookup_expr="gte")
+    created_before = MomentFilter(field_name="created_at", lookup_expr="lt")
+    updated_after = MomentFilter(field_name="updated_at", lookup_expr="gte")
+    updated_before = MomentFilter(field_name="updated_at", lookup_expr="lt")
+
+    class Meta:
+        model = AgentSession
+        fields: list[str] = []
+
+    def filter_queryset(self, queryset: QuerySet[AgentSession]) -> QuerySet[AgentSession]:
+        queryset = super().filter_queryset(queryset)
+        if not self.form.cleaned_data.get("status"):
+            queryset = queryset.exclude(status=AgentSession.Status.DELETED)
+        return queryset

@@ -1,0 +1,64 @@
+"""Strict JSON request bodies, bounded in size and nesting.
+
+DRF's own JSON parser reads the whole stream whatever its size (Django's
+``DATA_UPLOAD_MAX_MEMORY_SIZE`` applies only to ``request.body``), accepts
+``NaN`` and lone surrogates, and lets a deeply nested document raise
+``RecursionError``. This one reads at most ``DATA_UPLOAD_MAX_MEMORY_SIZE``
+bytes (more is ``RequestTooLarge``, 413), decodes with orjson (strict JSON:
+no ``NaN``/``Infinity``, valid UTF-8 without surrogates) and refuses documents
+nested deeper than ``MAX_BODY_DEPTH`` (400).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from django.conf import settings
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser
+
+from sessiontree.core.entries import json_depth_exceeds
+
+from .errors import RequestTooLarge
+
+# Entries nest at most SESSIONTREE_MAX_ENTRY_DEPTH (30) levels and are refused
+# beyond it with a 413 naming the entry; a body may nest a little deeper than
+# that (the entry sits inside {"entry": …}) so that the entry's own limit
+# answers, and no deeper than what every JSON library in the chain handles.
+MAX_BODY_DEPTH = 64
+
+
+def max_body_bytes() -> int:
+    return int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0) or 2_621_440
+
+
+def read_limited(stream: Any, content_length: Any) -> bytes:
+    """The request body, or ``RequestTooLarge`` as soon as it is known to exceed the limit."""
+    limit = max_body_bytes()
+    try:
+        declared = int(content_length) if content_length not in (None, "") else None
+    except (TypeError, ValueError):
+        declared = None
+    if declared is not None and declared > limit:
+        raise RequestTooLarge(declared, limit)
+    data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise RequestTooLarge(None, limit)
+    return bytes(data)
+
+
+class JSONParser(BaseParser):
+    media_type = "application/json"
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        request = (parser_context or {}).get("request")
+        content_length = request.META.get("CONTENT_LENGTH") if request is not None else None
+        body = read_limited(stream, content_length) if stream is not None else b""
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise ParseError(f"JSON parse error: {exc}") from None
+        if json_depth_exceeds(data, MAX_BODY_DEPTH):
+            raise ParseError(f"JSON parse error: the document nests deeper than {MAX_BODY_DEPTH} levels")
+        return data

@@ -1,0 +1,87 @@
+"""Who sees and changes which session through the API.
+
+- Every endpoint needs an authenticated user (401 otherwise). The schema and
+  its Swagger UI are public: they describe the API and hold no data.
+- A user **owns** the sessions whose ``user_id`` is their username. They see
+  and change their own sessions, and only those.
+- Staff users with ``sessiontree.view_agentsession`` (and superusers) see
+  every session: list, retrieve, entries, path, context, tree, snapshot, export.
+- Changing a session one does not own (appending, in-flight entries, leaf
+  moves, navigate, labels, forks, compaction, title/metadata, archive,
+  restore, delete) needs ``sessiontree.moderate_session``. A view-only staff
+  member therefore reads everything and changes only their own sessions.
+- Creating a session for another user (``user_id`` not one's own username)
+  needs ``sessiontree.moderate_session`` too.
+- A hard delete (``?hard=true``) needs ``sessiontree.hard_delete_session``,
+  even on one's own session.
+- A session one may not see is 404, exactly like one that does not exist, so
+  ids do not leak; one that is seen but may not be changed is 403.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from rest_framework.permissions import SAFE_METHODS, BasePermission
+from rest_framework.request import Request
+
+from sessiontree.models import AgentSession
+
+VIEW_ALL = "sessiontree.view_agentsession"
+MODERATE = "sessiontree.moderate_session"
+HARD_DELETE = "sessiontree.hard_delete_session"
+
+
+def sees_all_sessions(user: Any) -> bool:
+    if not (user and user.is_authenticated and user.is_active):
+        return False
+    return bool(user.is_superuser or (user.is_staff and user.has_perm(VIEW_ALL)))
+
+
+def visible_sessions(user: Any) -> QuerySet[AgentSession]:
+    """The sessions ``user`` may see (not yet filtered by status)."""
+    sessions = AgentSession.objects.all()
+    if sees_all_sessions(user):
+        return sessions
+    if not (user and user.is_authenticated):
+        return sessions.none()
+    return sessions.filter(user_id=user.get_username())
+
+
+def owns(user: Any, session: AgentSession) -> bool:
+    return bool(user and user.is_authenticated and session.user_id == user.get_username())
+
+
+def may_change(user: Any, session: AgentSession) -> bool:
+    """Any write to ``session``: its owner, or a moderator."""
+    return owns(user, session) or bool(user and user.is_active and user.has_perm(MODERATE))
+
+
+def may_act_for(user: Any, user_id: str | None) -> bool:
+    """May ``user`` create a session that belongs to ``user_id``?"""
+    if user_id is None or user_id == user.get_username():
+        return True
+    return bool(user.is_active and user.has_perm(MODERATE))
+
+
+def may_hard_delete(user: Any) -> bool:
+    return bool(user and user.is_active and user.has_perm(HARD_DELETE))
+
+
+class SessionAccess(BasePermission):
+    """Authenticated users; under ``sessions/{session_id}/`` the session must be
+    visible (else 404) and, for anything but a read, changeable (else 403)."""
+
+    message = (
+        "This session belongs to another user: you may read it but not change it "
+        "(that needs the sessiontree.moderate_session permission)."
+    )
+
+    def has_permission(self, request: Request, view: Any) -> bool:
+        if not (request.user and request.user.is_authenticated):
+            return False
+        if "session_id" not in view.kwargs:
+            return True
+        session = view.session_row()  # raises NotFound for a session this user cannot see
+        return request.method in SAFE_METHODS or may_change(request.user, session)

@@ -1,0 +1,455 @@
+"""Input and output shapes of the API.
+
+Input serializers are strict: a field has the JSON type it documents (no
+``"1"`` for a boolean, no ``1`` for a string), unknown body fields are
+refused, and an absent optional field stays absent (``expected_leaf_id``
+absent means "no check", ``null`` means "no leaf yet").
+
+Output serializers describe the answers for the schema. Entries pass through
+as the provider returns them (Pi's camelCase dicts, unknown fields kept), so
+their serializer only documents the fields every entry has; session meta is
+snake_case.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+
+from sessiontree.core.entries import DEFAULT_MAX_ENTRY_DEPTH, MAX_ENTRY_ID_LENGTH, json_depth_exceeds
+from sessiontree.core.types import SessionTreeSession
+from sessiontree.models import AgentSession
+from sessiontree.selectors.export import EXPORT_SCOPES
+from sessiontree.selectors.tree import DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH
+from sessiontree.services.tree import FORK_POSITIONS
+
+SESSION_ID_MAX_LENGTH = 64
+
+# --- strict fields ---------------------------------------------------------------------
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string, nothing else (DRF's own turns numbers into strings)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return str(super().to_internal_value(data))
+
+
+class StrictBooleanField(serializers.BooleanField):
+    """``true`` or ``false`` (DRF's own accepts ``"yes"``, ``1`` …)."""
+
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer (DRF's own accepts ``"5"`` and ``5.0``)."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if not isinstance(data, int) or isinstance(data, bool):
+            self.fail("invalid")
+        return int(super().to_internal_value(data))
+
+
+class JSONObjectField(serializers.DictField):
+    """A JSON object, nested at most ``SESSIONTREE_MAX_ENTRY_DEPTH`` levels
+    (what every provider stores, MariaDB's JSON columns included)."""
+
+    default_error_messages = {"too_deep": "Nested deeper than {limit} levels."}
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        value = super().to_internal_value(data)
+        limit = int(getattr(settings, "SESSIONTREE_MAX_ENTRY_DEPTH", DEFAULT_MAX_ENTRY_DEPTH))
+        if json_depth_exceeds(value, limit):
+            self.fail("too_deep", limit=limit)
+        return dict(value)
+
+
+def entry_id_field(**kwargs: Any) -> StrictCharField:
+    return StrictCharField(max_length=MAX_ENTRY_ID_LENGTH, **kwargs)
+
+
+def expected_leaf_field() -> StrictCharField:
+    return entry_id_field(
+        required=False,
+        allow_null=True,
+        help_text=(
+            "Optimistic concurrency: the leaf the caller saw (null: no leaf yet). "
+            "If the leaf moved meanwhile the call is refused with 409 leaf_conflict and nothing is written."
+        ),
+    )
+
+
+class InputSerializer(serializers.Serializer):
+    """A request body: unknown fields are refused (a typo must not be silently ignored)."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(self.initial_data, dict):
+            unknown = sorted(set(self.initial_data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError({name: ["Unknown field."] for name in unknown})
+        return attrs
+
+
+# --- sessions ----------------------------------------------------------------------------
+
+SESSION_FIELDS = (
+    "session_id",
+    "provider",
+    "title",
+    "status",
+    "agent_id",
+    "user_id",
+    "cwd",
+    "metadata",
+    "root_entry_id",
+    "leaf_entry_id",
+    "entry_count",
+    "branch_count",
+    "compaction_count",
+    "parent_session_id",
+    "created_at",
+    "updated_at",
+)
+
+
+class SessionSerializer(serializers.Serializer):
+    """A session's meta (snake_case). ``leaf_entry_id`` is the current position."""
+
+    session_id = serializers.CharField(read_only=True)
+    provider = serializers.ChoiceField(choices=["file", "mysql"], read_only=True)
+    title = serializers.CharField(read_only=True, allow_null=True)
+    status = serializers.ChoiceField(choices=AgentSession.Status.values, read_only=True)
+    agent_id = serializers.IntegerField(read_only=True, allow_null=True)
+    user_id = serializers.CharField(read_only=True, allow_null=True)
+    cwd = serializers.CharField(read_only=True, allow_null=True)
+    metadata = serializers.DictField(read_only=True)
+    root_entry_id = serializers.CharField(read_only=True, allow_null=True)
+    leaf_entry_id = serializers.CharField(read_only=True, allow_null=True)
+    entry_count = serializers.IntegerField(read_only=True)
+    branch_count = serializers.IntegerField(read_only=True, help_text="Tips of the tree (1 for a linear session).")
+    compaction_count = serializers.IntegerField(read_only=True)
+    parent_session_id = serializers.CharField(
+        read_only=True, allow_null=True, help_text="The session this one was forked from."
+    )
+    created_at = serializers.DateTimeField(read_only=True)
+    updated_at = serializers.DateTimeField(read_only=True)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        session: SessionTreeSession = instance
+        data: dict[str, Any] = {name: session.get(name) for name in SESSION_FIELDS}
+        data["metadata"] = data["metadata"] or {}
+        for name in ("entry_count", "branch_count", "compaction_count"):
+            data[name] = data[name] or 0
+        return data
+
+
+class SessionDetailSerializer(SessionSerializer):
+    in_flight_entry_id = serializers.CharField(
+        read_only=True, allow_null=True, help_text="The entry being streamed, if any (it is the leaf)."
+    )
+    children = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="Sessions forked from this one that you may see, oldest first.",
+    )
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["in_flight_entry_id"] = instance.get("in_flight_entry_id")
+        data["children"] = list(instance.get("children", []))
+        return data
+
+
+class SessionCreateSerializer(InputSerializer):
+    """A new, empty session. Every field is optional."""
+
+    session_id = StrictCharField(
+        required=False, max_length=SESSION_ID_MAX_LENGTH, help_text="Your own id (letters, digits, '-', '_', '.')."
+    )
+    provider = serializers.ChoiceField(
+        choices=["file", "mysql"],
+        required=False,
+        help_text="Where the entries live. Default: the agent's session_provider, else SESSIONTREE_DEFAULT_PROVIDER.",
+    )
+    agent = StrictIntegerField(
+        required=False, allow_null=True, min_value=1, max_value=2**63 - 1, help_text="The agent's id."
+    )
+    title = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=255)
+    cwd = StrictCharField(required=False, allow_null=True, allow_blank=True)
+    user_id = StrictCharField(
+        required=False,
+        max_length=191,
+        help_text="Whose session it is; default you. Another user's needs the moderate_session permission.",
+    )
+    metadata = JSONObjectField(required=False)
+
+
+class SessionUpdateSerializer(InputSerializer):
+    """Fields left out stay as they are."""
+
+    title = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=255)
+    metadata = JSONObjectField(required=False, help_text="Replaces the whole metadata object.")
+
+
+class HardDeleteQuerySerializer(serializers.Serializer):
+    hard = serializers.ChoiceField(
+        choices=["true", "false", "1", "0"],
+        required=False,
+        help_text="true: remove the session and its entries for good (needs the hard_delete_session permission).",
+    )
+
+
+# --- entries -----------------------------------------------------------------------------
+
+
+class EntrySerializer(serializers.Serializer):
+    """A Pi entry, exactly as stored: the fields below plus those of its type
+    (``message``, ``summary``, ``targetId`` …), camelCase, unknown ones kept."""
+
+    type = serializers.CharField(read_only=True)
+    id = serializers.CharField(read_only=True)
+    parentId = serializers.CharField(read_only=True, allow_null=True)  # Pi's camelCase key
+    timestamp = serializers.CharField(required=False, help_text="ISO-8601 UTC with milliseconds and Z.")
+
+    def to_representation(self, instance: Any) -> Any:
+        return instance
+
+
+class EntryAppendSerializer(InputSerializer):
+    """Exactly one of ``entry`` or ``message``."""
+
+    entry = JSONObjectField(
+        required=False, help_text="Any Pi entry; id, parentId and timestamp are filled in when absent."
+    )
+    message = JSONObjectField(required=False, help_text="An agent message; appended as a message entry.")
+    expected_leaf_id = expected_leaf_field()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        if ("entry" in attrs) == ("message" in attrs):
+            raise serializers.ValidationError("Give exactly one of 'entry' or 'message'.")
+        return attrs
+
+
+class InFlightBeginSerializer(InputSerializer):
+    """A streaming entry: the leaf until completed; nothing else may be appended meanwhile."""
+
+    entry = JSONObjectField(help_text="The entry as far as it is known (e.g. an assistant message, empty content).")
+    expected_leaf_id = expected_leaf_field()
+
+
+class InFlightPatchSerializer(InputSerializer):
+    """Changes to the in-flight entry, and whether it is now complete."""
+
+    patch = JSONObjectField(
+        required=False, help_text="Top-level fields merged into the in-flight entry (id, parentId, type are fixed)."
+    )
+    complete = StrictBooleanField(required=False, default=False, help_text="true: store it for good.")
+
+
+class EntryListQuerySerializer(serializers.Serializer):
+    type = serializers.CharField(required=False, help_text="Only entries of these types (comma-separated).")
+
+
+# --- tree operations -----------------------------------------------------------------------
+
+
+class SwitchLeafSerializer(InputSerializer):
+    """The entry that becomes the leaf."""
+
+    entry_id = entry_id_field()
+    expected_leaf_id = expected_leaf_field()
+
+
+class ResetLeafSerializer(InputSerializer):
+    """The next entry will be a new root."""
+
+    expected_leaf_id = expected_leaf_field()
+
+
+class NavigateSerializer(InputSerializer):
+    """Where to go, and whether to summarize the branch left behind."""
+
+    target_id = entry_id_field()
+    summarize = StrictBooleanField(
+        required=False, default=False, help_text="Summarize the branch being left into a branch_summary entry."
+    )
+    custom_instructions = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=10_000)
+    label = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=255)  # type: ignore[assignment]  # a field named like a Field attribute
+    expected_leaf_id = expected_leaf_field()
+
+
+class NavigateResultSerializer(serializers.Serializer):
+    leaf_entry_id = serializers.CharField(allow_null=True, read_only=True)
+    editor_text = serializers.CharField(
+        allow_null=True, read_only=True, help_text="The text of the user message navigated to, to edit and send again."
+    )
+    summary_entry = EntrySerializer(allow_null=True, read_only=True)
+    label_entry = EntrySerializer(allow_null=True, read_only=True)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return {name: instance.get(name) for name in ("leaf_entry_id", "editor_text", "summary_entry", "label_entry")}
+
+
+class ForkSerializer(InputSerializer):
+    """Where to fork; the new session copies the path up to there."""
+
+    entry_id = entry_id_field()
+    position = serializers.ChoiceField(
+        choices=list(FORK_POSITIONS),
+        required=False,
+        default="before",
+        help_text="before: fork at the parent of a user message (to write it again); at: up to and including the entry.",
+    )
+    new_session_id = StrictCharField(required=False, max_length=SESSION_ID_MAX_LENGTH)
+    title = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=255)
+
+
+class CompactSerializer(InputSerializer):
+    """Compact the active path: its older part becomes a summary (Pi's /compact)."""
+
+    custom_instructions = StrictCharField(
+        required=False, allow_null=True, allow_blank=True, max_length=10_000, help_text="Added to the summary prompt."
+    )
+
+
+class NotCompactedSerializer(serializers.Serializer):
+    compacted = serializers.BooleanField(read_only=True, help_text="false: there was nothing to compact.")
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return {"compacted": False}
+
+
+class LabelSerializer(InputSerializer):
+    """A label entry is appended at the leaf; the target is never changed."""
+
+    target_id = entry_id_field()
+    label = StrictCharField(allow_null=True, allow_blank=True, max_length=255, help_text="null or '' clears it.")  # type: ignore[assignment]  # a field named like a Field attribute
+    expected_leaf_id = expected_leaf_field()
+
+
+class LeafQuerySerializer(serializers.Serializer):
+    leaf = entry_id_field(required=False, help_text="Any entry of the session; default: the session's leaf.")
+
+
+class PathSerializer(serializers.Serializer):
+    entries = EntrySerializer(many=True, read_only=True)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return {"entries": instance}
+
+
+class ModelRefSerializer(serializers.Serializer):
+    provider = serializers.CharField(read_only=True)
+    modelId = serializers.CharField(read_only=True)  # Pi's camelCase key
+
+
+class ContextSerializer(serializers.Serializer):
+    """What goes to the LLM at a leaf: Pi's messages, thinking level and model."""
+
+    messages = serializers.ListField(child=serializers.DictField(), read_only=True)
+    thinking_level = serializers.CharField(read_only=True)
+    model = ModelRefSerializer(allow_null=True, read_only=True)
+    source_entry_ids = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="The entry each message came from, in order."
+    )
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return dict(instance)
+
+
+class TreeQuerySerializer(serializers.Serializer):
+    root = entry_id_field(required=False, help_text="Start at this entry instead of the roots.")  # type: ignore[assignment]  # a field named like a Field attribute
+    depth = serializers.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_TREE_DEPTH,
+        default=DEFAULT_TREE_DEPTH,
+        help_text="Levels below the start to include; deeper nodes are left out (see child_count).",
+    )
+
+
+class TreeNodeSerializer(serializers.Serializer):
+    id = serializers.CharField(read_only=True)
+    type = serializers.CharField(read_only=True)
+    role = serializers.CharField(required=False, help_text="A message's role.")
+    label = serializers.CharField(required=False, help_text="The entry's current label, if it has one.")  # type: ignore[assignment]  # a field named like a Field attribute
+    child_count = serializers.IntegerField(
+        read_only=True, help_text="Children in the session; more than listed at the window's edge."
+    )
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields = super().get_fields()
+        fields["children"] = TreeNodeSerializer(many=True, read_only=True)
+        return fields
+
+    def to_representation(self, instance: Any) -> Any:
+        return instance
+
+
+class TreeSerializer(serializers.Serializer):
+    leaf_entry_id = serializers.CharField(allow_null=True, read_only=True)
+    root = serializers.CharField(allow_null=True, read_only=True)  # type: ignore[assignment]  # a field named like a Field attribute
+    depth = serializers.IntegerField(read_only=True)
+    roots = TreeNodeSerializer(many=True, read_only=True)
+
+    def to_representation(self, instance: Any) -> Any:
+        return dict(instance)
+
+
+class LabelInfoSerializer(serializers.Serializer):
+    label = serializers.CharField(read_only=True)  # type: ignore[assignment]  # a field named like a Field attribute
+    label_entry_id = serializers.CharField(read_only=True)
+    timestamp = serializers.CharField(read_only=True)
+
+
+class SnapshotSerializer(serializers.Serializer):
+    session = SessionSerializer(read_only=True)
+    entries = EntrySerializer(many=True, read_only=True)
+    active_path = serializers.ListField(child=serializers.CharField(), read_only=True, help_text="Ids, root first.")
+    children_by_parent_id = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        read_only=True,
+        help_text='Children in append order; roots under "root".',
+    )
+    labels_by_entry_id = serializers.DictField(child=LabelInfoSerializer(), read_only=True)
+    runtime_context = ContextSerializer(read_only=True)
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        data = dict(instance)
+        data["session"] = SessionSerializer(instance["session"]).data
+        return data
+
+
+class ExportQuerySerializer(serializers.Serializer):
+    scope = serializers.ChoiceField(
+        choices=list(EXPORT_SCOPES),
+        required=False,
+        default="full",
+        help_text="full: every entry; active: the path to the leaf (or to entry); subtree: entry, below it and above it.",
+    )
+    entry = entry_id_field(required=False)
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+class ErrorDetailSerializer(serializers.Serializer):
+    code = serializers.CharField(read_only=True, help_text="Stable, machine-readable (docs/api.md lists them).")
+    message = serializers.CharField(read_only=True)
+    details = serializers.DictField(read_only=True)
+
+
+class ErrorSerializer(serializers.Serializer):
+    error = ErrorDetailSerializer(read_only=True)

@@ -1,0 +1,23 @@
+"""``/api/`` routes. Resources nested under a session register a prefix
+holding ``session_id``, e.g. ``sessions/(?P<session_id>[^/]+)/roleplay``, with
+a ``views.SessionScopedViewSet`` subclass (docs/api.md, "Adding a nested resource")."""
+
+from __future__ import annotations
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.routers import SimpleRouter
+
+from .views import ID_PATTERN, EntryViewSet, SessionViewSet
+
+SESSION_PREFIX = rf"sessions/(?P<session_id>{ID_PATTERN})"
+
+router = SimpleRouter()
+router.register("sessions", SessionViewSet, basename="session")
+router.register(rf"{SESSION_PREFIX}/entries", EntryViewSet, basename="session-entry")
+
+urlpatterns = [
+    path("", include(router.urls)),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]

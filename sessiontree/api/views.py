@@ -1,0 +1,488 @@
+"""The API's viewsets: sessions (with their tree operations as actions) and entries.
+
+Each handler parses its input with an input serializer, calls one function
+of ``sessiontree.services`` (writes: ``channel="api"``, the request's user as
+actor) or one provider/selector read, and serializes the result. Access rules
+live in ``permissions.py``; errors become JSON in ``errors.py``.
+
+Nested resources under ``sessions/{session_id}/`` subclass
+``SessionScopedViewSet``: it finds the session the user may see (404
+otherwise), checks writes (403), and hands out the session's provider.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import serializers, status
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.viewsets import GenericViewSet
+
+from sessiontree import services
+from sessiontree.core.context_builder import UNSET
+from sessiontree.core.errors import SessionNotFound
+from sessiontree.models import Agent, AgentSession
+from sessiontree.providers import meta
+from sessiontree.providers.base import SessionTreeProvider
+from sessiontree.providers.factory import get_provider
+from sessiontree.selectors.export import export_jsonl
+from sessiontree.selectors.sessions import session_detail
+from sessiontree.selectors.tree import session_tree
+
+from . import serializers as s
+from .filters import SessionFilter
+from .pagination import EntryCursorPagination, SessionCursorPagination
+from .permissions import SessionAccess, may_act_for, may_hard_delete, visible_sessions
+from .renderers import JSONRenderer, NDJSONRenderer
+
+CHANNEL = "api"
+ID_PATTERN = "[^/]+"
+
+
+def parse(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
+    """``data`` validated by ``serializer_class`` (400 with the field errors otherwise)."""
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+class SessionScopedViewSet(GenericViewSet):
+    """A viewset whose URLs hold ``session_id``: the session is looked up once
+    among those the user may see (``SessionNotFound``, 404, otherwise: an
+    unseen session looks exactly like a missing one)."""
+
+    permission_classes = [SessionAccess]
+
+    def session_row(self) -> AgentSession:
+        cached: AgentSession | None = getattr(self, "_session_row", None)
+        if cached is not None:
+            return cached
+        session_id = meta.validate_session_id(self.kwargs["session_id"])
+        row = visible_sessions(self.request.user).filter(session_id=session_id).first()
+        if row is None:
+            raise SessionNotFound(f"Session {session_id} not found")
+        self._session_row = row
+        return row
+
+    @property
+    def session_id(self) -> str:
+        return self.session_row().session_id
+
+    def provider(self) -> SessionTreeProvider:
+        return get_provider(self.session_row().provider)
+
+    def writing(self) -> dict[str, Any]:
+        """The keyword arguments every service call of this request takes."""
+        return {
+            "session_id": self.session_id,
+            "provider": self.provider(),
+            "actor": self.request.user,
+            "channel": CHANNEL,
+        }
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        # An error is JSON even where the success would have been Pi JSONL.
+        if getattr(response, "status_code", 200) >= 400 and not isinstance(
+            getattr(request, "accepted_renderer", None), JSONRenderer
+        ):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+SESSION_TAG = ["sessions"]
+TREE_TAG = ["tree"]
+ENTRY_TAG = ["entries"]
+
+
+@extend_schema_view(
+    list=extend_schema(
+        tags=SESSION_TAG, summary="List the sessions you may see (newest first)", responses=s.SessionSerializer
+    ),
+    create=extend_schema(
+        tags=SESSION_TAG, summary="Create a session", request=s.SessionCreateSerializer, responses=s.SessionSerializer
+    ),
+    retrieve=extend_schema(tags=SESSION_TAG, summary="A session with its lineage", responses=s.SessionDetailSerializer),
+    partial_update=extend_schema(
+        tags=SESSION_TAG,
+        summary="Change title or metadata",
+        request=s.SessionUpdateSerializer,
+        responses=s.SessionSerializer,
+    ),
+    destroy=extend_schema(
+        tags=SESSION_TAG,
+        summary="Delete a session (soft; ?hard=true for good)",
+        parameters=[s.HardDeleteQuerySerializer],
+        responses={204: None},
+    ),
+)
+class SessionViewSet(SessionScopedViewSet):
+    """Sessions and the operations on their tree."""
+
+    queryset = AgentSession.objects.all()
+    serializer_class = s.SessionSerializer
+    lookup_field = "session_id"
+    lookup_value_regex = ID_PATTERN
+    filterset_class = SessionFilter
+    pagination_class = SessionCursorPagination
+
+    def get_queryset(self) -> Any:
+        return visible_sessions(self.request.user)
+
+    # --- the session resource ---------------------------------------------------------
+
+    def list(self, request: Request) -> Response:
+        """Newest first, cursor-paginated. Deleted sessions only with ``status=deleted``."""
+        rows = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        sessions = [meta.to_session_dict(row) for row in rows or []]
+        return self.get_paginated_response(s.SessionSerializer(sessions, many=True).data)
+
+    def create(self, request: Request) -> Response:
+        """The provider is ``provider`` if given, else the agent's ``session_provider``,
+        else ``SESSIONTREE_DEFAULT_PROVIDER``. The session is yours unless ``user_id`` says
+        otherwise (which needs the moderate_session permission)."""
+        data = parse(s.SessionCreateSerializer, request.data)
+        user_id = data.pop("user_id", request.user.get_username())
+        if not may_act_for(request.user, user_id):
+            raise PermissionDenied("Creating a session for another user needs the moderate_session permission.")
+        agent_id = data.pop("agent", None)
+        agent = Agent.objects.filter(pk=agent_id).first() if agent_id is not None else None
+        if agent_id is not None and agent is None:
+            raise ValidationError({"agent": [f"No agent with id {agent_id}."]})
+        session = services.sessions.create_session(
+            actor=request.user,
+            channel=CHANNEL,
+            kind=data.pop("provider", None),
+            agent=agent,
+            user_id=user_id,
+            **data,
+        )
+        return Response(s.SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+    def retrieve(self, request: Request, session_id: str) -> Response:
+        """Meta, leaf, counts, the in-flight entry, the parent session and the forks (``children``)."""
+        session = session_detail(self.provider(), self.session_id)
+        session["children"] = list(
+            visible_sessions(request.user)
+            .filter(parent=self.session_row())
+            .order_by("created_at", "id")
+            .values_list("session_id", flat=True)
+        )
+        return Response(s.SessionDetailSerializer(session).data)
+
+    def partial_update(self, request: Request, session_id: str) -> Response:
+        """Only ``title`` and ``metadata`` can change; the tree never does through this."""
+        data = parse(s.SessionUpdateSerializer, request.data)
+        session = services.sessions.update_session(**self.writing(), **data)
+        return Response(s.SessionSerializer(session).data)
+
+    def destroy(self, request: Request, session_id: str) -> Response:
+        """Soft by default (status ``deleted``: readable, closed to writes, restorable).
+        ``?hard=true`` removes the session and its entries for good."""
+        hard = parse(s.HardDeleteQuerySerializer, request.query_params).get("hard") in ("true", "1")
+        if hard and not may_hard_delete(request.user):
+            raise PermissionDenied("A hard delete needs the hard_delete_session permission.")
+        services.sessions.delete_session(**self.writing(), hard=hard)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(tags=SESSION_TAG, summary="Archive (read-only until restored)", request=None)
+    @action(detail=True, methods=["post"])
+    def archive(self, request: Request, session_id: str) -> Response:
+        """Readable, closed to writes until restored."""
+        return Response(s.SessionSerializer(services.sessions.archive_session(**self.writing())).data)
+
+    @extend_schema(tags=SESSION_TAG, summary="Restore an archived or deleted session", request=None)
+    @action(detail=True, methods=["post"])
+    def restore(self, request: Request, session_id: str) -> Response:
+        """Back to ``active`` from ``archived`` or (soft) ``deleted``."""
+        return Response(s.SessionSerializer(services.sessions.restore_session(**self.writing())).data)
+
+    # --- entries that are not plain appends ----------------------------------------------
+
+    @extend_schema(
+        tags=ENTRY_TAG,
+        summary="Begin an in-flight (streaming) entry",
+        request=s.InFlightBeginSerializer,
+        responses={201: s.EntrySerializer},
+    )
+    @action(detail=True, methods=["post"], url_path="in-flight")
+    def in_flight(self, request: Request, session_id: str) -> Response:
+        """The entry becomes the leaf and is visible to reads; PATCH it under
+        ``entries/{entry_id}/`` as it streams and complete it there."""
+        data = parse(s.InFlightBeginSerializer, request.data)
+        entry = services.entries.begin_in_flight(
+            **self.writing(), entry=data["entry"], expected_leaf_id=data.get("expected_leaf_id", UNSET)
+        )
+        return Response(entry, status=status.HTTP_201_CREATED)
+
+    # --- moving in the tree --------------------------------------------------------------
+
+    @extend_schema(
+        tags=TREE_TAG,
+        summary="Move the leaf to an entry",
+        request=s.SwitchLeafSerializer,
+        responses=s.SessionSerializer,
+    )
+    @action(detail=True, methods=["post"], url_path="switch-leaf")
+    def switch_leaf(self, request: Request, session_id: str) -> Response:
+        """History is never rewritten: the next entry becomes a child of ``entry_id``."""
+        data = parse(s.SwitchLeafSerializer, request.data)
+        session = services.tree.switch_leaf(
+            **self.writing(), entry_id=data["entry_id"], expected_leaf_id=data.get("expected_leaf_id", UNSET)
+        )
+        return Response(s.SessionSerializer(session).data)
+
+    @extend_schema(
+        tags=TREE_TAG,
+        summary="Move the leaf before the root (the next entry is a new root)",
+        request=s.ResetLeafSerializer,
+        responses=s.SessionSerializer,
+    )
+    @action(detail=True, methods=["post"], url_path="reset-leaf")
+    def reset_leaf(self, request: Request, session_id: str) -> Response:
+        """The next entry starts a new root."""
+        data = parse(s.ResetLeafSerializer, request.data)
+        session = services.tree.reset_leaf(**self.writing(), expected_leaf_id=data.get("expected_leaf_id", UNSET))
+        return Response(s.SessionSerializer(session).data)
+
+    @extend_schema(
+        tags=TREE_TAG,
+        summary="Navigate as Pi's /tree (optional branch summary and label)",
+        request=s.NavigateSerializer,
+        responses=s.NavigateResultSerializer,
+    )
+    @action(detail=True, methods=["post"])
+    def navigate(self, request: Request, session_id: str) -> Response:
+        """A user (or custom) message: the leaf goes to its parent and its text comes back
+        as ``editor_text``; any other entry becomes the leaf. ``summarize`` appends a
+        branch summary of what was left behind; ``label`` labels it (or the target)."""
+        data = parse(s.NavigateSerializer, request.data)
+        result = services.navigate_tree(
+            self.provider(),
+            self.session_id,
+            data["target_id"],
+            summarize=data["summarize"],
+            label=data.get("label"),
+            custom_instructions=data.get("custom_instructions"),
+            expected_leaf_id=data.get("expected_leaf_id", UNSET),
+            actor=request.user,
+            channel=CHANNEL,
+        )
+        return Response(s.NavigateResultSerializer(result).data)
+
+    @extend_schema(
+        tags=TREE_TAG,
+        summary="Fork into a new session (before a user message, or at any entry)",
+        request=s.ForkSerializer,
+        responses={201: s.SessionSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def fork(self, request: Request, session_id: str) -> Response:
+        """``before`` (default) needs a user message and copies the path up to its parent;
+        ``at`` copies the path up to and including any entry. Labels on the path come along."""
+        data = parse(s.ForkSerializer, request.data)
+        session = services.fork_session(
+            self.provider(),
+            self.session_id,
+            data["entry_id"],
+            position=data["position"],
+            new_session_id=data.get("new_session_id"),
+            title=data.get("title"),
+            actor=request.user,
+            channel=CHANNEL,
+        )
+        return Response(s.SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        tags=TREE_TAG,
+        summary="Compact the active path",
+        request=s.CompactSerializer,
+        responses={201: s.EntrySerializer, 200: s.NotCompactedSerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def compact(self, request: Request, session_id: str) -> Response:
+        """201 with the compaction entry, or 200 ``{"compacted": false}`` when there is nothing to compact."""
+        data = parse(s.CompactSerializer, request.data)
+        entry = services.compact_session(
+            self.provider(),
+            self.session_id,
+            custom_instructions=data.get("custom_instructions"),
+            actor=request.user,
+            channel=CHANNEL,
+        )
+        if entry is None:
+            return Response(s.NotCompactedSerializer({}).data)
+        return Response(entry, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        tags=TREE_TAG,
+        summary="Set or clear an entry's label",
+        request=s.LabelSerializer,
+        responses={201: s.EntrySerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def labels(self, request: Request, session_id: str) -> Response:
+        """A ``label`` entry is appended at the leaf; ``null`` or ``""`` clears the label."""
+        data = parse(s.LabelSerializer, request.data)
+        entry = services.tree.set_label(
+            **self.writing(),
+            target_id=data["target_id"],
+            label=data["label"],
+            expected_leaf_id=data.get("expected_leaf_id", UNSET),
+        )
+        return Response(entry, status=status.HTTP_201_CREATED)
+
+    # --- reads -------------------------------------------------------------------------------
+
+    @extend_schema(
+        tags=TREE_TAG,
+        summary="The path root → leaf (or → ?leaf=)",
+        parameters=[s.LeafQuerySerializer],
+        responses=s.PathSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def path(self, request: Request, session_id: str) -> Response:
+        """Entries root first, as stored."""
+        leaf = parse(s.LeafQuerySerializer, request.query_params).get("leaf", UNSET)
+        return Response(s.PathSerializer(self.provider().get_active_path(self.session_id, leaf)).data)
+
+    @extend_schema(
+        tags=TREE_TAG,
+        summary="The LLM context at the leaf (or at ?leaf=)",
+        parameters=[s.LeafQuerySerializer],
+        responses=s.ContextSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def context(self, request: Request, session_id: str) -> Response:
+        """Pi's context rules: compaction summary first, branch summaries and custom messages
+        as messages, the latest thinking level and model."""
+        leaf = parse(s.LeafQuerySerializer, request.query_params).get("leaf", UNSET)
+        return Response(s.ContextSerializer(self.provider().build_context(self.session_id, leaf)).data)
+
+    @extend_schema(
+        tags=TREE_TAG,
+        summary="The entry tree, one window (root, depth) at a time",
+        parameters=[s.TreeQuerySerializer],
+        responses=s.TreeSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def tree(self, request: Request, session_id: str) -> Response:
+        """Nested nodes, children in append order, with current labels. A node at the
+        window's edge has ``children: []`` and its ``child_count``: ask again with ``root``."""
+        query = parse(s.TreeQuerySerializer, request.query_params)
+        window = session_tree(self.provider(), self.session_id, root=query.get("root"), depth=query["depth"])
+        return Response(s.TreeSerializer(window).data)
+
+    @extend_schema(tags=TREE_TAG, summary="Everything about the session at once", responses=s.SnapshotSerializer)
+    @action(detail=True, methods=["get"])
+    def snapshot(self, request: Request, session_id: str) -> Response:
+        """Meta, every entry, the active path, children per parent, labels and the context."""
+        return Response(s.SnapshotSerializer(self.provider().get_snapshot(self.session_id)).data)
+
+    @extend_schema(
+        tags=TREE_TAG,
+        summary="Export as Pi JSONL (streamed)",
+        parameters=[s.ExportQuerySerializer],
+        responses={
+            (200, NDJSONRenderer.media_type): OpenApiResponse(
+                OpenApiTypes.STR, description="The session header line, then one entry a line."
+            )
+        },
+    )
+    @action(detail=True, methods=["get"], renderer_classes=[NDJSONRenderer, JSONRenderer])
+    def export(self, request: Request, session_id: str) -> StreamingHttpResponse:
+        """Pi's own file format: Pi opens it as it is. ``full``: every entry; ``active``: the path
+        to the leaf (or to ``entry``); ``subtree``: ``entry``, what is below it and the path above it."""
+        query = parse(s.ExportQuerySerializer, request.query_params)
+        lines = export_jsonl(self.provider(), self.session_id, scope=query["scope"], entry_id=query.get("entry"))
+        first = next(lines)  # reads the session now: its errors are answers, not a broken stream
+        response = StreamingHttpResponse(chain([first], lines), content_type=NDJSONRenderer.media_type)
+        response["Content-Disposition"] = f'attachment; filename="{self.session_id}.jsonl"'
+        return response
+
+
+def _types(request: Request) -> list[str]:
+    return [kind.strip() for raw in request.query_params.getlist("type") for kind in raw.split(",") if kind.strip()]
+
+
+ENTRY_PATH_PARAMETERS = [
+    OpenApiParameter("session_id", OpenApiTypes.STR, OpenApiParameter.PATH),
+]
+ENTRY_ID_PARAMETER = OpenApiParameter("entry_id", OpenApiTypes.STR, OpenApiParameter.PATH)
+
+
+@extend_schema_view(
+    list=extend_schema(
+        tags=ENTRY_TAG,
+        summary="Entries in append order",
+        parameters=[*ENTRY_PATH_PARAMETERS, s.EntryListQuerySerializer],
+        responses=s.EntrySerializer(many=True),
+    ),
+    retrieve=extend_schema(
+        tags=ENTRY_TAG,
+        summary="One entry",
+        parameters=[*ENTRY_PATH_PARAMETERS, ENTRY_ID_PARAMETER],
+        responses=s.EntrySerializer,
+    ),
+    create=extend_schema(
+        tags=ENTRY_TAG,
+        summary="Append an entry (or a message) at the leaf",
+        parameters=ENTRY_PATH_PARAMETERS,
+        request=s.EntryAppendSerializer,
+        responses={201: s.EntrySerializer},
+    ),
+    partial_update=extend_schema(
+        tags=ENTRY_TAG,
+        summary="Update or complete the in-flight entry (a completed entry is 409)",
+        parameters=[*ENTRY_PATH_PARAMETERS, ENTRY_ID_PARAMETER],
+        request=s.InFlightPatchSerializer,
+        responses=s.EntrySerializer,
+    ),
+)
+class EntryViewSet(SessionScopedViewSet):
+    """A session's entries."""
+
+    # Entries are the provider's, never a queryset; this only tells the schema generator so.
+    queryset = AgentSession.objects.none()
+    serializer_class = s.EntrySerializer
+    lookup_field = "entry_id"
+    lookup_value_regex = ID_PATTERN
+    pagination_class = EntryCursorPagination
+
+    def list(self, request: Request, session_id: str) -> Response:
+        """Cursor-paginated and stable: entries appended meanwhile never shift a page."""
+        paginator = EntryCursorPagination()
+        entries = paginator.paginate_entries(request, self.provider(), self.session_id, types=_types(request))
+        return paginator.get_paginated_response(entries)
+
+    def retrieve(self, request: Request, session_id: str, entry_id: str) -> Response:
+        """The entry as stored (Pi's camelCase fields)."""
+        return Response(self.provider().get_entry(self.session_id, entry_id))
+
+    def create(self, request: Request, session_id: str) -> Response:
+        """The new entry is a child of the leaf and becomes the leaf; ``id``, ``parentId`` and
+        ``timestamp`` are filled in. ``expected_leaf_id`` makes it conditional (409 if the leaf moved)."""
+        data = parse(s.EntryAppendSerializer, request.data)
+        expected = data.get("expected_leaf_id", UNSET)
+        if "message" in data:
+            entry = services.entries.append_message(
+                **self.writing(), message=data["message"], expected_leaf_id=expected
+            )
+        else:
+            entry = services.entries.append_entry(**self.writing(), entry=data["entry"], expected_leaf_id=expected)
+        return Response(entry, status=status.HTTP_201_CREATED)
+
+    def partial_update(self, request: Request, session_id: str, entry_id: str) -> Response:
+        """Only the in-flight entry changes; a completed one answers 409 ``immutable_entry``."""
+        data = parse(s.InFlightPatchSerializer, request.data)
+        entry = services.entries.update_in_flight(
+            **self.writing(), entry_id=entry_id, patch=data.get("patch", {}), complete=data["complete"]
+        )
+        return Response(entry)

@@ -1,0 +1,79 @@
+"""A session's entry tree as nested nodes, one window at a time.
+
+Each node is ``{"id", "type", "role"?, "label"?, "child_count", "children"}``
+with children in append order; ``role`` is a message's role, ``label`` the
+entry's current label. A window starts at the roots (or at one entry,
+``root``) and goes ``depth`` levels down; a node at the window's edge keeps
+its ``child_count`` with an empty ``children`` list, and the client asks for
+the next window with ``root`` set to it. Nesting is bounded by the window, so
+every JSON library can read the answer (a 10,000-deep chain nested whole
+would not be).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from sessiontree.core.errors import EntryNotFound
+from sessiontree.core.path import resolve_latest_labels
+from sessiontree.core.pi_session_file import gc_paused
+from sessiontree.providers.base import SessionTreeProvider
+
+DEFAULT_TREE_DEPTH = 50
+MAX_TREE_DEPTH = 100
+
+
+class SessionTreeWindow(TypedDict):
+    leaf_entry_id: str | None
+    root: str | None
+    depth: int
+    roots: list[dict[str, Any]]
+
+
+def session_tree(
+    provider: SessionTreeProvider, session_id: str, *, root: str | None = None, depth: int = DEFAULT_TREE_DEPTH
+) -> SessionTreeWindow:
+    """The tree window below ``root`` (``None``: every root), ``depth`` levels
+    deep (0: the start nodes only). ``EntryNotFound`` for an unknown ``root``."""
+    with provider.read(session_id) as view, gc_paused():
+        leaf_id = view.state.leaf_entry_id
+        parents = view.parents()
+        children: dict[str | None, list[str]] = {}
+        for entry_id, parent_id in parents.items():
+            # As every reader treats a damaged tree: a missing or own parent makes a root.
+            attach = parent_id if parent_id is not None and parent_id != entry_id and parent_id in parents else None
+            children.setdefault(attach, []).append(entry_id)
+        if root is not None and root not in parents:
+            raise EntryNotFound(f"Entry {root} not found in session {session_id}")
+        start = [root] if root is not None else children.get(None, [])
+
+        # Breadth first, level by level, each entry once (a cycle cannot loop).
+        levels: list[list[str]] = [list(start)]
+        seen = set(start)
+        while len(levels) <= depth:
+            below = [kid for entry_id in levels[-1] for kid in children.get(entry_id, ()) if kid not in seen]
+            if not below:
+                break
+            seen.update(below)
+            levels.append(below)
+        window = [entry_id for level in levels for entry_id in level]
+        entries = {entry["id"]: entry for entry in view.entries(window)}
+        labels = resolve_latest_labels(view.all_entries(types=("label",)))
+
+        nodes: dict[str, dict[str, Any]] = {}
+        for entry_id in window:
+            entry = entries[entry_id]
+            node: dict[str, Any] = {"id": entry_id, "type": entry.get("type")}
+            message = entry.get("message")
+            if entry.get("type") == "message" and isinstance(message, dict) and isinstance(message.get("role"), str):
+                node["role"] = message["role"]
+            if entry_id in labels:
+                node["label"] = labels[entry_id]["label"]
+            node["child_count"] = len(children.get(entry_id, ()))
+            node["children"] = []
+            nodes[entry_id] = node
+        for level in levels[1:]:
+            for entry_id in level:
+                parent_id = parents[entry_id]
+                nodes[parent_id]["children"].append(nodes[entry_id])
+    return {"leaf_entry_id": leaf_id, "root": root, "depth": depth, "roots": [nodes[entry_id] for entry_id in start]}
