@@ -21,7 +21,7 @@ PYTEST_ARGS ?=
 # their own settings (config/settings_test.py) and need none of this.
 DEV_ENV := DJANGO_DEBUG=$${DJANGO_DEBUG:-1}
 
-.PHONY: help venv run migrate demo test test-sqlite test-mysql lint format bench mysql-up clean
+.PHONY: help venv run migrate demo test test-sqlite test-mysql lint format schema bench mysql-up clean
 
 help:
 	@echo "make run          virtualenv, migrate, demo data, admin user, serve on http://127.0.0.1:8000/admin/"
@@ -29,6 +29,7 @@ help:
 	@echo "make test-sqlite  the SQLite leg only"
 	@echo "make test-mysql   the MySQL leg only (REQUIRE_MYSQL=1: fails if the server is unreachable)"
 	@echo "make lint         ruff check + ruff format --check + mypy (django-stubs)"
+	@echo "make schema       regenerate the OpenAPI snapshot docs/openapi.yaml (a test fails when it drifts)"
 	@echo "make bench        the benchmarks in bench/"
 	@echo "make mysql-up     start the local MariaDB server if it is not answering"
 
@@ -82,6 +83,10 @@ lint: venv
 format: venv
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
+
+# The checked-in OpenAPI snapshot; tests/api/test_schema.py fails when the API drifts from it.
+schema: venv
+	$(DEV_ENV) $(BIN)/python manage.py spectacular --validate --fail-on-warn --file docs/openapi.yaml
 
 bench: venv
 	@shopt -s nullglob; scripts=(bench/*.py); \

@@ -43,10 +43,10 @@ class RequestTooLarge(exceptions.APIException):
     default_code = "request_too_large"
     default_detail = "The request body is too large."
 
-    def __init__(self, size: int | None, limit: int) -> None:
+    @classmethod
+    def over(cls, size: int | None, limit: int) -> RequestTooLarge:
         told = f"{size:,} bytes" if size is not None else "more than the limit"
-        super().__init__(f"The request body is {told}; the limit is {limit:,} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE).")
-        self.limit = limit
+        return cls(f"The request body is {told}; the limit is {limit:,} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE).")
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:
@@ -108,8 +108,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             logger.warning("%s: %s", exc.code, exc)
         return Response(error_body(exc.code, str(exc), {"category": exc.category}), status=exc.http_status)
     if isinstance(exc, RequestDataTooBig):
-        exc = RequestTooLarge(None, 0)
-        exc.detail = "The request body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE allows."  # type: ignore[assignment]
+        exc = RequestTooLarge("The request body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE allows.")
     elif isinstance(exc, Http404):
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):

@@ -8,6 +8,7 @@ from typing import Any
 
 from django import forms
 from django.db.models import QuerySet
+from django.db.models.functions import Lower
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 
@@ -52,7 +53,9 @@ class SessionFilter(filters.FilterSet):
         choices=AgentSession.Status.choices,
         help_text="Default: active and archived sessions (deleted ones only when asked for).",
     )
-    search = filters.CharFilter(field_name="title", lookup_expr="icontains", max_length=255, help_text="In the title.")
+    search = filters.CharFilter(
+        method="search_title", max_length=255, help_text="Part of the title, whatever its case."
+    )
     created_after = MomentFilter(field_name="created_at", lookup_expr="gte")
     created_before = MomentFilter(field_name="created_at", lookup_expr="lt")
     updated_after = MomentFilter(field_name="updated_at", lookup_expr="gte")
@@ -61,6 +64,10 @@ class SessionFilter(filters.FilterSet):
     class Meta:
         model = AgentSession
         fields: list[str] = []
+
+    def search_title(self, queryset: QuerySet[AgentSession], name: str, value: str) -> QuerySet[AgentSession]:
+        # Not icontains: under MySQL's binary collation (utf8mb4_bin) LIKE is case-sensitive.
+        return queryset.annotate(title_lower=Lower("title")).filter(title_lower__contains=value.lower())
 
     def filter_queryset(self, queryset: QuerySet[AgentSession]) -> QuerySet[AgentSession]:
         queryset = super().filter_queryset(queryset)

@@ -54,6 +54,8 @@ class SessionCursorPagination(CursorPagination):
             cursor = super().decode_cursor(request)
         except NotFound:
             raise ValidationError({"cursor": [INVALID_CURSOR]}) from None
+        if cursor is not None and cursor == Cursor(offset=0, reverse=False, position=None):
+            raise ValidationError({"cursor": [INVALID_CURSOR]})  # decodes to nothing: never one of ours
         if cursor is not None and cursor.position is not None:
             try:
                 valid = parse_datetime(str(cursor.position)) is not None
@@ -87,7 +89,8 @@ class EntryCursorPagination(BasePagination):
         if raw in (None, ""):
             return 0
         try:
-            text = base64.urlsafe_b64decode(str(raw) + "=" * (-len(str(raw)) % 4)).decode("ascii")
+            padded = str(raw) + "=" * (-len(str(raw)) % 4)
+            text = base64.b64decode(padded.encode("ascii"), altchars=b"-_", validate=True).decode("ascii")
             key, _, value = text.partition("=")
             offset = int(value) if key == "o" and value.isdigit() and len(value) <= 18 else -1
         except (binascii.Error, UnicodeError, ValueError):

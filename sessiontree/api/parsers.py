@@ -41,10 +41,10 @@ def read_limited(stream: Any, content_length: Any) -> bytes:
     except (TypeError, ValueError):
         declared = None
     if declared is not None and declared > limit:
-        raise RequestTooLarge(declared, limit)
+        raise RequestTooLarge.over(declared, limit)
     data = stream.read(limit + 1)
     if len(data) > limit:
-        raise RequestTooLarge(None, limit)
+        raise RequestTooLarge.over(None, limit)
     return bytes(data)
 
 

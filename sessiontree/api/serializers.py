@@ -19,8 +19,10 @@ from django.conf import settings
 from rest_framework import serializers
 
 from sessiontree.core.entries import DEFAULT_MAX_ENTRY_DEPTH, MAX_ENTRY_ID_LENGTH, json_depth_exceeds
+from sessiontree.core.errors import InvalidSessionId
 from sessiontree.core.types import SessionTreeSession
 from sessiontree.models import AgentSession
+from sessiontree.providers import meta
 from sessiontree.selectors.export import EXPORT_SCOPES
 from sessiontree.selectors.tree import DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH
 from sessiontree.services.tree import FORK_POSITIONS
@@ -62,17 +64,36 @@ class StrictIntegerField(serializers.IntegerField):
 
 
 class JSONObjectField(serializers.DictField):
-    """A JSON object, nested at most ``SESSIONTREE_MAX_ENTRY_DEPTH`` levels
-    (what every provider stores, MariaDB's JSON columns included)."""
+    """A JSON object. Entries are checked by the providers (413 ``entry_too_large``
+    beyond the limits); ``limit_depth`` refuses other objects (session metadata)
+    nested deeper than ``SESSIONTREE_MAX_ENTRY_DEPTH``, which MariaDB's JSON
+    columns could not store."""
 
     default_error_messages = {"too_deep": "Nested deeper than {limit} levels."}
+
+    def __init__(self, *, limit_depth: bool = False, **kwargs: Any) -> None:
+        self.limit_depth = limit_depth
+        super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         value = super().to_internal_value(data)
         limit = int(getattr(settings, "SESSIONTREE_MAX_ENTRY_DEPTH", DEFAULT_MAX_ENTRY_DEPTH))
-        if json_depth_exceeds(value, limit):
+        if self.limit_depth and json_depth_exceeds(value, limit):
             self.fail("too_deep", limit=limit)
         return dict(value)
+
+
+def session_id_field(**kwargs: Any) -> StrictCharField:
+    return StrictCharField(max_length=SESSION_ID_MAX_LENGTH, validators=[check_session_id], **kwargs)
+
+
+def check_session_id(value: str) -> None:
+    try:
+        meta.validate_session_id(value)
+    except InvalidSessionId:
+        raise serializers.ValidationError(
+            "Use letters, digits, '-', '_' or '.', starting with a letter or digit (at most 64)."
+        ) from None
 
 
 def entry_id_field(**kwargs: Any) -> StrictCharField:
@@ -174,9 +195,7 @@ class SessionDetailSerializer(SessionSerializer):
 class SessionCreateSerializer(InputSerializer):
     """A new, empty session. Every field is optional."""
 
-    session_id = StrictCharField(
-        required=False, max_length=SESSION_ID_MAX_LENGTH, help_text="Your own id (letters, digits, '-', '_', '.')."
-    )
+    session_id = session_id_field(required=False, help_text="Your own id (letters, digits, '-', '_', '.').")
     provider = serializers.ChoiceField(
         choices=["file", "mysql"],
         required=False,
@@ -192,14 +211,14 @@ class SessionCreateSerializer(InputSerializer):
         max_length=191,
         help_text="Whose session it is; default you. Another user's needs the moderate_session permission.",
     )
-    metadata = JSONObjectField(required=False)
+    metadata = JSONObjectField(required=False, limit_depth=True)
 
 
 class SessionUpdateSerializer(InputSerializer):
     """Fields left out stay as they are."""
 
     title = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=255)
-    metadata = JSONObjectField(required=False, help_text="Replaces the whole metadata object.")
+    metadata = JSONObjectField(required=False, limit_depth=True, help_text="Replaces the whole metadata object.")
 
 
 class HardDeleteQuerySerializer(serializers.Serializer):
@@ -312,7 +331,7 @@ class ForkSerializer(InputSerializer):
         default="before",
         help_text="before: fork at the parent of a user message (to write it again); at: up to and including the entry.",
     )
-    new_session_id = StrictCharField(required=False, max_length=SESSION_ID_MAX_LENGTH)
+    new_session_id = session_id_field(required=False, help_text="The new session's id; default: a new UUIDv7.")
     title = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=255)
 
 

@@ -1,0 +1,359 @@
+"""The REST API served by gunicorn on 127.0.0.1, ``mysql`` provider on MariaDB.
+
+Prints (medians; every figure is wall time seen by the client):
+- HTTP append latency from one client, against the same append called in
+  process through the operations layer (``services.entries.append_message``,
+  what the API calls, audit record included) and through the bare provider;
+  the target is HTTP <= 2 x service + 1 ms;
+- appends per second from 1 and from 4 concurrent clients on different
+  sessions (target: 4 clients >= 1.6 x one), and from 4 clients on ONE
+  session with ``expected_leaf_id`` (a 409 is retried after reading the leaf;
+  the retries are counted);
+- ``context`` and ``tree`` (default window) of a 10,000-entry session with 50
+  branches over HTTP, against the in-process reads (target: context <= 60 ms).
+
+Creates its own database (``sessiontree_bench_api``), migrates it, serves it
+with gunicorn (``--workers``, sync workers, DEBUG off) and drops it at the end
+(``--keep`` keeps it). The server comes from ``DATABASE_URL`` (default
+``mysql://root@127.0.0.1:3306/test``; only host, port and credentials are
+used). Run from the repository root:
+
+    .venv/bin/python bench/bench_api.py [--appends 300] [--rounds 3] [--workers 4]
+
+The machine has 2 cores shared with the database server, gunicorn's workers
+and the clients, so concurrent figures are bounded by CPU; run it on a quiet
+machine and read the spread over ``--rounds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import secrets
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_mysql_provider import branched_entries, message, server_url  # noqa: E402
+
+HOST = "127.0.0.1"
+
+
+def production_env(url: str) -> dict[str, str]:
+    """What the server and this process run with: DEBUG off, the bench database."""
+    return {
+        "DATABASE_URL": url,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": secrets.token_urlsafe(50),
+        "DJANGO_ALLOWED_HOSTS": HOST,
+        "DJANGO_SECURE_COOKIES": "0",
+        "SESSIONTREE_DEFAULT_PROVIDER": "mysql",
+        "LOG_LEVEL": "ERROR",
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+class Client:
+    """One HTTP/1.1 connection per client thread (gunicorn's sync workers close
+    it after each answer; it is reopened transparently)."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.port = port
+        self.headers = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
+        self.connection = http.client.HTTPConnection(HOST, port, timeout=60)
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        payload = json.dumps(body).encode() if body is not None else None
+        for attempt in range(2):
+            try:
+                self.connection.request(method, path, payload, self.headers)
+                response = self.connection.getresponse()
+                data = response.read()
+                if response.getheader("Connection", "").lower() == "close":
+                    self.connection.close()
+                return response.status, data
+            except (ConnectionError, http.client.HTTPException):
+                self.connection.close()
+                self.connection = http.client.HTTPConnection(HOST, self.port, timeout=60)
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def json(self, method: str, path: str, body: Any = None, expect: int = 200) -> Any:
+        status, data = self.request(method, path, body)
+        if status != expect:
+            raise RuntimeError(f"{method} {path}: {status} {data[:300]!r}")
+        return json.loads(data)
+
+
+def median_ms(fn: Callable[[], Any], repeat: int) -> float:
+    timings = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        timings.append((time.perf_counter() - start) * 1000)
+    return statistics.median(timings)
+
+
+def wait_until_serving(port: int, server: subprocess.Popen[bytes], seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            sys.exit(f"gunicorn exited with {server.returncode}")
+        try:
+            with socket.create_connection((HOST, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    sys.exit("gunicorn did not start listening in time")
+
+
+def append_rate(port: int, token: str, session_ids: list[str], appends: int) -> float:
+    """Appends per second with one client thread per session (``appends`` each)."""
+    barrier = threading.Barrier(len(session_ids) + 1)
+    errors: list[BaseException] = []
+
+    def client(session_id: str) -> None:
+        api = Client(port, token)
+        barrier.wait()
+        try:
+            for i in range(appends):
+                api.json("POST", f"/api/sessions/{session_id}/entries/", {"message": message(i)}, expect=201)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(sid,)) for sid in session_ids]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    return len(session_ids) * appends / elapsed
+
+
+def contended_rate(port: int, token: str, session_id: str, clients: int, appends: int) -> tuple[float, int]:
+    """Appends per second of ``clients`` threads on ONE session, each append
+    conditional on the leaf the client last saw (409 → read the leaf, retry)."""
+    barrier = threading.Barrier(clients + 1)
+    retries = [0] * clients
+    errors: list[BaseException] = []
+
+    def client(index: int) -> None:
+        api = Client(port, token)
+        leaf = api.json("GET", f"/api/sessions/{session_id}/")["leaf_entry_id"]
+        barrier.wait()
+        try:
+            done = 0
+            while done < appends:
+                body = {"message": message(done), "expected_leaf_id": leaf}
+                status, data = api.request("POST", f"/api/sessions/{session_id}/entries/", body)
+                if status == 201:
+                    leaf = json.loads(data)["id"]
+                    done += 1
+                elif status == 409:
+                    retries[index] += 1
+                    leaf = api.json("GET", f"/api/sessions/{session_id}/")["leaf_entry_id"]
+                else:
+                    raise RuntimeError(f"append: {status} {data[:300]!r}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    return clients * appends / elapsed, sum(retries)
+
+
+def run(args: argparse.Namespace, env: dict[str, str]) -> None:
+    from django.contrib.auth.models import User
+    from rest_framework.authtoken.models import Token
+
+    from sessiontree import services
+    from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
+    from sessiontree.selectors.tree import session_tree
+
+    user = User.objects.create_user("bench")
+    token = Token.objects.create(user=user).key
+    provider = MySQLSessionTreeProvider()
+
+    def new_session(**fields: Any) -> str:
+        session = services.sessions.create_session(actor=user, channel="api", kind="mysql", user_id="bench", **fields)
+        return str(session["session_id"])
+
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "config.wsgi:application",
+        "--bind",
+        f"{HOST}:{port}",
+        "--workers",
+        str(args.workers),
+        "--worker-class",
+        "sync",
+        "--log-level",
+        "warning",
+    ]
+    server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, start_new_session=True)
+    try:
+        wait_until_serving(port, server)
+        api = Client(port, token)
+        api.json("GET", "/api/sessions/")  # every worker imports lazily: warm up
+        print(f"gunicorn: {args.workers} sync workers on {HOST}:{port}, DEBUG off, mysql provider")
+
+        # 1. latency of one append: HTTP vs in process, interleaved so noise hits all alike
+        http_sid, service_sid, provider_sid = new_session(), new_session(), new_session()
+        for sid in (http_sid, service_sid, provider_sid):  # warm: a few entries each
+            for i in range(5):
+                services.entries.append_message(session_id=sid, message=message(i), actor=user, channel="api")
+        http_ms, service_ms, provider_ms = [], [], []
+        for i in range(args.appends):
+            payload = message(i)
+            start = time.perf_counter()
+            api.json("POST", f"/api/sessions/{http_sid}/entries/", {"message": payload}, expect=201)
+            http_ms.append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            services.entries.append_message(session_id=service_sid, message=payload, actor=user, channel="api")
+            service_ms.append((time.perf_counter() - start) * 1000)
+            start = time.perf_counter()
+            provider.append_message(provider_sid, payload)
+            provider_ms.append((time.perf_counter() - start) * 1000)
+        http_m, service_m, provider_m = (statistics.median(x) for x in (http_ms, service_ms, provider_ms))
+        budget = 2 * service_m + 1
+        print(
+            f"append, median of {args.appends}: HTTP {http_m:.2f} ms | service {service_m:.2f} ms | provider {provider_m:.2f} ms"
+        )
+        print(
+            f"  HTTP / service = {http_m / service_m:.2f}x, HTTP - service = {http_m - service_m:.2f} ms; "
+            f"target HTTP <= 2 x service + 1 ms = {budget:.2f} ms: {'met' if http_m <= budget else 'NOT met'}"
+        )
+        print(
+            f"  HTTP / provider = {http_m / provider_m:.2f}x (p90 HTTP {statistics.quantiles(http_ms, n=10)[-1]:.2f} ms)"
+        )
+
+        # 2. throughput: 1 and 4 clients on different sessions, 4 on one session
+        ones, fours, contended, retry_counts = [], [], [], []
+        for _ in range(args.rounds):
+            ones.append(append_rate(port, token, [new_session()], args.appends))
+            fours.append(append_rate(port, token, [new_session() for _ in range(4)], args.appends))
+            rate, retries = contended_rate(port, token, new_session(), 4, args.appends // 2)
+            contended.append(rate)
+            retry_counts.append(retries)
+        one, four, shared = (statistics.median(x) for x in (ones, fours, contended))
+        spread = lambda xs: f"[{', '.join(f'{x:.0f}' for x in xs)}]"  # noqa: E731
+        print(f"appends/s, median of {args.rounds} rounds ({args.appends} appends a client):")
+        print(f"  1 client:                      {one:.0f}/s {spread(ones)}")
+        print(
+            f"  4 clients, different sessions: {four:.0f}/s {spread(fours)} = {four / one:.2f}x one client (target >= 1.6x)"
+        )
+        print(
+            f"  4 clients, one session (expected_leaf_id, 409 retried): {shared:.0f}/s {spread(contended)} = "
+            f"{shared / one:.2f}x one client; retries per round {retry_counts}"
+        )
+
+        # 3. reads of a 10,000-entry session with 50 branches
+        entries, leaf = branched_entries(args.entries, args.branches)
+        big = new_session(entries=entries)
+        services.tree.switch_leaf(session_id=big, entry_id=leaf, actor=user, channel="api")
+        status, body = api.request("GET", f"/api/sessions/{big}/context/")
+        assert status == 200, body[:300]
+        messages = len(json.loads(body)["messages"])
+        http_context = median_ms(lambda: api.request("GET", f"/api/sessions/{big}/context/"), args.repeat)
+        direct_context = median_ms(lambda: provider.build_context(big), args.repeat)
+        http_tree = median_ms(lambda: api.request("GET", f"/api/sessions/{big}/tree/"), args.repeat)
+        direct_tree = median_ms(lambda: session_tree(provider, big), args.repeat)
+        deep_root = entries[len(entries) // 4]["id"]
+        http_window = median_ms(
+            lambda: api.request("GET", f"/api/sessions/{big}/tree/?root={deep_root}&depth=100"), args.repeat
+        )
+        print(
+            f"session of {len(entries)} entries, {args.branches} branches, context of {messages} messages "
+            f"({len(body) / 1e6:.1f} MB of JSON), median of {args.repeat}:"
+        )
+        print(
+            f"  context: HTTP {http_context:.1f} ms (target <= 60 ms: {'met' if http_context <= 60 else 'NOT met'}) | "
+            f"in process {direct_context:.1f} ms | ratio {http_context / direct_context:.2f}"
+        )
+        print(
+            f"  tree (default window, depth 50): HTTP {http_tree:.1f} ms | in process {direct_tree:.1f} ms | "
+            f"ratio {http_tree / direct_tree:.2f}; a window of depth 100 deeper down: HTTP {http_window:.1f} ms"
+        )
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--appends", type=int, default=300, help="appends per client (latency: timed appends)")
+    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (medians and spread)")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn sync workers")
+    parser.add_argument("--entries", type=int, default=10_000, help="entries of the branched session")
+    parser.add_argument("--branches", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=30, help="runs of each read")
+    parser.add_argument("--database", default="sessiontree_bench_api")
+    parser.add_argument("--keep", action="store_true", help="do not drop the database at the end")
+    args = parser.parse_args()
+
+    import MySQLdb
+
+    url, connect = server_url(args.database)
+    env = production_env(url)
+    os.environ.update(env)
+    admin = MySQLdb.connect(**connect)
+    admin.cursor().execute(f"DROP DATABASE IF EXISTS `{args.database}`")
+    admin.cursor().execute(f"CREATE DATABASE `{args.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+
+        call_command("migrate", verbosity=0)
+        run(args, env)
+    finally:
+        from django.db import connections
+
+        connections.close_all()
+        if not args.keep:
+            admin.cursor().execute(f"DROP DATABASE IF EXISTS `{args.database}`")
+        admin.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The read endpoints use a fixed number of queries, whatever the number of
+sessions or entries (authentication and permission lookups included)."""
+
+from __future__ import annotations
+
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from .conftest import Api
+
+# Token, the user's permissions (staff), the session row, the provider's reads.
+MAX_QUERIES = 8
+
+
+def count_queries(api: Api, url: str) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        api.get(url)
+    return len(captured.captured_queries)
+
+
+def grow(api: Api, sid: str, entries: int) -> None:
+    """A branched tree of ``entries`` more entries, with labels."""
+    for i in range(entries):
+        entry = api.say(sid, f"m{i}", role="user" if i % 2 == 0 else "assistant")
+        if i % 10 == 5:
+            api.post(f"/api/sessions/{sid}/labels/", {"target_id": entry["id"], "label": f"l{i}"}, expected=201)
+        if i % 15 == 14:
+            api.post(f"/api/sessions/{sid}/switch-leaf/", {"entry_id": entry["parentId"]})
+
+
+def test_session_list_and_retrieve(api_for, kind, users, django_assert_max_num_queries):
+    for user in (users.alice, users.viewer):  # a plain owner, and staff who see every session
+        api = api_for(user)
+        sid = api.create_session(kind)["session_id"]
+        api.say(sid, "hello")
+        api.post(f"/api/sessions/{sid}/fork/", {"entry_id": api.say(sid, "fork me")["id"]}, expected=201)
+        small = (count_queries(api, "/api/sessions/"), count_queries(api, f"/api/sessions/{sid}/"))
+        for i in range(30):
+            api.create_session(kind, title=f"more {i}")
+        grow(api, sid, 40)
+        for i in range(3):
+            api.post(f"/api/sessions/{sid}/fork/", {"entry_id": api.say(sid, f"fork {i}")["id"]}, expected=201)
+        with django_assert_max_num_queries(MAX_QUERIES):
+            listed = api.get("/api/sessions/?page_size=100")
+        assert len(listed["results"]) >= 35
+        with django_assert_max_num_queries(MAX_QUERIES):
+            assert len(api.get(f"/api/sessions/{sid}/")["children"]) == 4
+        large = (count_queries(api, "/api/sessions/"), count_queries(api, f"/api/sessions/{sid}/"))
+        assert small == large, user
+
+
+def test_context_tree_path_and_entry_pages(api, kind, users, django_assert_max_num_queries):
+    sid = api.create_session(kind)["session_id"]
+    grow(api, sid, 5)
+    urls = [
+        f"/api/sessions/{sid}/context/",
+        f"/api/sessions/{sid}/tree/",
+        f"/api/sessions/{sid}/path/",
+        f"/api/sessions/{sid}/entries/?page_size=3",
+        f"/api/sessions/{sid}/entries/?type=label",
+    ]
+    small = [count_queries(api, url) for url in urls]
+    grow(api, sid, 120)
+    for url in urls:
+        with django_assert_max_num_queries(MAX_QUERIES):
+            api.get(url)
+    large = [count_queries(api, url) for url in urls]
+    assert small == large
+    assert len(api.get(f"/api/sessions/{sid}/path/")["entries"]) > 50
