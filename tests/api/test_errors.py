@@ -260,3 +260,19 @@ def test_corrupt_stored_data_is_a_500_with_its_code(api, users, tmp_path):
     with open(path, "a", encoding="utf-8") as handle:  # a duplicate id: damage for an operator
         handle.write(json.dumps({**first, "parentId": None}) + "\n")
     error_of(api.client.get(f"/api/sessions/{sid}/context/"), 500, "corrupt_session_tree")
+
+
+def test_options_and_head_on_every_endpoint_are_not_errors(api, session_id):
+    entry_id = api.get(f"/api/sessions/{session_id}/")["leaf_entry_id"]
+    base = f"/api/sessions/{session_id}"
+    urls = ["/api/sessions/", f"{base}/", f"{base}/entries/", f"{base}/entries/{entry_id}/", f"{base}/in-flight/"]
+    urls += [f"{base}/{name}/" for name in ("archive", "restore", "switch-leaf", "reset-leaf", "navigate", "fork")]
+    urls += [f"{base}/{name}/" for name in ("compact", "labels", "path", "context", "tree", "snapshot", "export")]
+    for url in urls:
+        options = api.client.options(url)
+        assert options.status_code == 200, (url, options.content[:300])
+        assert "GET" in options["Allow"] or "POST" in options["Allow"]
+        head = api.client.head(url)
+        assert head.status_code in (200, 405), (url, head.status_code)
+    assert APIClient().options("/api/sessions/").status_code == 401
+    assert api.client.options("/api/sessions/no-such/").status_code == 404
