@@ -408,8 +408,15 @@ class SessionViewSet(SessionScopedViewSet):
         return response
 
 
+MAX_TYPES = 20
+
+
 def _types(request: Request) -> list[str]:
-    return [kind.strip() for raw in request.query_params.getlist("type") for kind in raw.split(",") if kind.strip()]
+    """The ``type`` filter: comma-separated and/or repeated, at most ``MAX_TYPES`` names."""
+    kinds = {kind.strip() for raw in request.query_params.getlist("type") for kind in raw.split(",") if kind.strip()}
+    if len(kinds) > MAX_TYPES:
+        raise ValidationError({"type": [f"At most {MAX_TYPES} entry types."]})
+    return sorted(kinds)
 
 
 ENTRY_PATH_PARAMETERS = [

@@ -132,6 +132,7 @@ def test_wrong_types_everywhere_are_400(api, session_id, method, url, body):
         "/api/sessions/?created_before=10000-01-01",
         "/api/sessions/?search=%00",
         "/api/sessions/?page_size=-3",
+        "/api/sessions/{sid}/entries/?type=" + ",".join(f"t{i}" for i in range(5000)),
     ],
 )
 def test_bad_query_parameters_are_400(api, session_id, url):
