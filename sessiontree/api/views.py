@@ -65,7 +65,9 @@ class SessionScopedViewSet(GenericViewSet):
         if cached is not None:
             return cached
         session_id = meta.validate_session_id(self.kwargs["session_id"])
-        row = visible_sessions(self.request.user).filter(session_id=session_id).first()
+        # Only what access and routing need: the meta the answer shows comes from the provider.
+        sessions = visible_sessions(self.request.user).filter(session_id=session_id).order_by()
+        row = sessions.only("id", "session_id", "provider", "user_id").first()
         if row is None:
             raise SessionNotFound(f"Session {session_id} not found")
         self._session_row = row
