@@ -19,10 +19,10 @@ def session_ids(page: dict) -> list[str]:
 
 
 def test_create_uses_the_explicit_provider_and_makes_the_caller_the_owner(api, kind, users):
-    created = api.create_session(kind, title="first", cwd="/work/x", metadata={"team": "billing"})
+    created = api.create_session(kind, title="first", cwd="/srv/project", metadata={"team": "billing"})
     assert created["provider"] == kind
     assert created["user_id"] == "alice"
-    assert (created["title"], created["cwd"], created["metadata"]) == ("first", "/work/x", {"team": "billing"})
+    assert (created["title"], created["cwd"], created["metadata"]) == ("first", "/srv/project", {"team": "billing"})
     assert created["leaf_entry_id"] is None and created["entry_count"] == 0 and created["status"] == "active"
     assert "session_file" not in created  # a server path is not the client's business
     assert AgentSession.objects.get(session_id=created["session_id"]).provider == kind
