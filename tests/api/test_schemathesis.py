@@ -4,12 +4,12 @@ The schema is loaded from ``/api/schema/`` of the Django WSGI application and
 every operation gets generated requests (valid and invalid ones), sent
 through WSGI with a token. Each generated request is sent twice: as
 generated (random ids: mostly 400/404), and aimed at a real session of the
-caller (a fresh one per example, on the ``file`` or the ``mysql`` provider in
-turn) with its leaf as the entry id, so that validation, tree operations and
-conflicts are reached too. Checks: no 5xx, status codes, content types,
-headers and bodies as the schema documents them.
+caller (on the ``file`` and the ``mysql`` provider in turn, example by
+example) with one of its entries as the entry id, so that validation, tree
+operations and conflicts are reached too. Checks: no 5xx, status codes,
+content types, headers and bodies as the schema documents them.
 
-Bounded: ``SCHEMATHESIS_MAX_EXAMPLES`` examples per operation (default 25;
+Bounded: ``SCHEMATHESIS_MAX_EXAMPLES`` examples per operation (default 50;
 CI runs the default). It runs in ``make test`` on both database legs.
 """
 
@@ -42,7 +42,7 @@ from tests.contract.conftest import PROVIDER_KINDS
 
 from .conftest import assistant_message, user_message
 
-MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "25"))
+MAX_EXAMPLES = int(os.environ.get("SCHEMATHESIS_MAX_EXAMPLES", "50"))
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -50,7 +50,6 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
-_kinds = itertools.cycle(PROVIDER_KINDS)
 
 
 @pytest.fixture(autouse=True)
@@ -76,17 +75,18 @@ def caller(db) -> tuple[User, dict[str, str]]:
 
 
 class RealSessions:
-    """A small session of the caller (two turns, a label) per test, on the
-    ``file`` or the ``mysql`` provider in turn, made again whenever an example
-    closed or removed it."""
+    """Small sessions of the caller (two turns, a label), one per provider;
+    examples take ``file`` and ``mysql`` in turn. A session an example closed
+    or removed is made again."""
 
     def __init__(self, user: User) -> None:
         self.user = user
-        self.session_id: str | None = None
+        self.kinds = itertools.cycle(PROVIDER_KINDS)
+        self.session_ids: dict[str, str] = {}
 
-    def _create(self) -> str:
+    def _create(self, kind: str) -> str:
         user = self.user
-        session = services.sessions.create_session(actor=user, channel="api", kind=next(_kinds), user_id="fuzzer")
+        session = services.sessions.create_session(actor=user, channel="api", kind=kind, user_id="fuzzer")
         sid = session["session_id"]
         first = services.entries.append_message(session_id=sid, message=user_message("hi"), actor=user, channel="api")
         services.entries.append_message(session_id=sid, message=assistant_message("hello"), actor=user, channel="api")
@@ -95,11 +95,12 @@ class RealSessions:
         return str(sid)
 
     def get(self) -> tuple[str, str]:
-        """The session's id and an entry id (the leaf, or the last entry)."""
-        row = AgentSession.objects.filter(session_id=self.session_id, status="active").first()
+        """A session's id and an entry id of it (the leaf, or the first entry)."""
+        kind = next(self.kinds)
+        row = AgentSession.objects.filter(session_id=self.session_ids.get(kind), status="active").first()
         if row is None or row.entry_count == 0:
-            self.session_id = self._create()
-            row = AgentSession.objects.get(session_id=self.session_id)
+            self.session_ids[kind] = self._create(kind)
+            row = AgentSession.objects.get(session_id=self.session_ids[kind])
         return row.session_id, row.leaf_entry_id or str(row.root_entry_id)
 
 
