@@ -122,8 +122,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         )
     elif isinstance(exc, DataError):
         set_rollback()
+        logger.warning("A value the database refused: %s", exc)
         return Response(
-            error_body("invalid_input", f"A value cannot be stored: {exc}"), status=status.HTTP_400_BAD_REQUEST
+            error_body("invalid_input", "A value is out of range or too long for the database."),
+            status=status.HTTP_400_BAD_REQUEST,
         )
     elif isinstance(exc, SuspiciousOperation):
         exc = exceptions.ParseError(str(exc) or "Bad request.")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from django.core.exceptions import RequestDataTooBig
-from django.db import InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError
 from rest_framework.test import APIClient
 
 from sessiontree.api import views
@@ -209,6 +209,13 @@ def test_djangos_request_data_too_big_is_413():
     response = exception_handler(RequestDataTooBig("too big"), {})
     assert response is not None and response.status_code == 413
     assert response.data["error"]["code"] == "request_too_large"
+
+
+def test_a_value_the_database_refuses_is_400_without_its_internals():
+    response = exception_handler(DataError("(1406, \"Data too long for column 'title' at row 1\")"), {})
+    assert response is not None and response.status_code == 400
+    assert response.data["error"]["code"] == "invalid_input"
+    assert "column" not in response.data["error"]["message"]
 
 
 def test_the_largest_entry_fits_in_a_request_and_a_larger_one_is_413(api, session_id, settings):
