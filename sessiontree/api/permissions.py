@@ -20,8 +20,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+from django.db import connection
 from django.db.models import QuerySet
 from rest_framework.permissions import SAFE_METHODS, BasePermission
 from rest_framework.request import Request
@@ -49,13 +51,44 @@ def visible_sessions(user: Any) -> QuerySet[AgentSession]:
     return sessions.filter(user_id=user.get_username())
 
 
-def owns(user: Any, session: AgentSession) -> bool:
-    return bool(user and user.is_authenticated and session.user_id == user.get_username())
+@dataclass(frozen=True)
+class SessionRef:
+    """What access checks and routing need of a session's meta row."""
+
+    pk: int
+    session_id: str
+    provider: str
+    user_id: str | None
 
 
-def may_change(user: Any, session: AgentSession) -> bool:
+_quote = connection.ops.quote_name
+_FIND_SQL = (
+    f"SELECT {_quote('id')}, {_quote('provider')}, {_quote('user_id')} "
+    f"FROM {_quote(AgentSession._meta.db_table)} WHERE {_quote('session_id')} = %s"
+)
+
+
+def find_visible_session(user: Any, session_id: str) -> SessionRef | None:
+    """The session ``session_id`` if ``user`` may see it, else ``None`` (as if
+    it did not exist). One plain query: this runs on every request under a session."""
+    with connection.cursor() as cursor:
+        cursor.execute(_FIND_SQL, [session_id])
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    session = SessionRef(pk=found[0], session_id=session_id, provider=found[1], user_id=found[2])
+    if owns(user, session.user_id) or sees_all_sessions(user):
+        return session
+    return None
+
+
+def owns(user: Any, user_id: str | None) -> bool:
+    return bool(user and user.is_authenticated and user_id is not None and user_id == user.get_username())
+
+
+def may_change(user: Any, session: SessionRef) -> bool:
     """Any write to ``session``: its owner, or a moderator."""
-    return owns(user, session) or bool(user and user.is_active and user.has_perm(MODERATE))
+    return owns(user, session.user_id) or bool(user and user.is_active and user.has_perm(MODERATE))
 
 
 def may_act_for(user: Any, user_id: str | None) -> bool:

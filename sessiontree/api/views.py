@@ -39,7 +39,14 @@ from sessiontree.selectors.tree import session_tree
 from . import serializers as s
 from .filters import SessionFilter
 from .pagination import EntryCursorPagination, SessionCursorPagination
-from .permissions import SessionAccess, may_act_for, may_hard_delete, visible_sessions
+from .permissions import (
+    SessionAccess,
+    SessionRef,
+    find_visible_session,
+    may_act_for,
+    may_hard_delete,
+    visible_sessions,
+)
 from .renderers import JSONRenderer, NDJSONRenderer
 
 CHANNEL = "api"
@@ -60,14 +67,12 @@ class SessionScopedViewSet(GenericViewSet):
 
     permission_classes = [SessionAccess]
 
-    def session_row(self) -> AgentSession:
-        cached: AgentSession | None = getattr(self, "_session_row", None)
+    def session_row(self) -> SessionRef:
+        cached: SessionRef | None = getattr(self, "_session_row", None)
         if cached is not None:
             return cached
         session_id = meta.validate_session_id(self.kwargs["session_id"])
-        # Only what access and routing need: the meta the answer shows comes from the provider.
-        sessions = visible_sessions(self.request.user).filter(session_id=session_id).order_by()
-        row = sessions.only("id", "session_id", "provider", "user_id").first()
+        row = find_visible_session(self.request.user, session_id)
         if row is None:
             raise SessionNotFound(f"Session {session_id} not found")
         self._session_row = row
@@ -173,7 +178,7 @@ class SessionViewSet(SessionScopedViewSet):
         session = session_detail(self.provider(), self.session_id)
         session["children"] = list(
             visible_sessions(request.user)
-            .filter(parent=self.session_row())
+            .filter(parent_id=self.session_row().pk)
             .order_by("created_at", "id")
             .values_list("session_id", flat=True)
         )
