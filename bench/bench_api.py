@@ -2,9 +2,10 @@
 
 Prints (medians; every figure is wall time seen by the client):
 - HTTP append latency from one client, against the same append called in
-  process through the operations layer (``services.entries.append_message``,
-  what the API calls, audit record included) and through the bare provider;
-  the target is HTTP <= 2 x service + 1 ms;
+  process through the bare provider (the issue's target: HTTP <= 2 x provider
+  + 1 ms) and through the operations layer (``services.entries.append_message``
+  with the provider given, as the API calls it: the provider plus the audit
+  record);
 - appends per second from 1 and from 4 concurrent clients on different
   sessions (target: 4 clients >= 1.6 x one), and from 4 clients on ONE
   session with ``expected_leaf_id`` (a 409 is retried after reading the leaf;
@@ -244,23 +245,24 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
             api.json("POST", f"/api/sessions/{http_sid}/entries/", {"message": payload}, expect=201)
             http_ms.append((time.perf_counter() - start) * 1000)
             start = time.perf_counter()
-            services.entries.append_message(session_id=service_sid, message=payload, actor=user, channel="api")
+            services.entries.append_message(
+                session_id=service_sid, provider=provider, message=payload, actor=user, channel="api"
+            )
             service_ms.append((time.perf_counter() - start) * 1000)
             start = time.perf_counter()
             provider.append_message(provider_sid, payload)
             provider_ms.append((time.perf_counter() - start) * 1000)
         http_m, service_m, provider_m = (statistics.median(x) for x in (http_ms, service_ms, provider_ms))
-        budget = 2 * service_m + 1
         print(
-            f"append, median of {args.appends}: HTTP {http_m:.2f} ms | service {service_m:.2f} ms | provider {provider_m:.2f} ms"
+            f"append, median of {args.appends}: HTTP {http_m:.2f} ms | service {service_m:.2f} ms | "
+            f"provider {provider_m:.2f} ms (p90 HTTP {statistics.quantiles(http_ms, n=10)[-1]:.2f} ms)"
         )
-        print(
-            f"  HTTP / service = {http_m / service_m:.2f}x, HTTP - service = {http_m - service_m:.2f} ms; "
-            f"target HTTP <= 2 x service + 1 ms = {budget:.2f} ms: {'met' if http_m <= budget else 'NOT met'}"
-        )
-        print(
-            f"  HTTP / provider = {http_m / provider_m:.2f}x (p90 HTTP {statistics.quantiles(http_ms, n=10)[-1]:.2f} ms)"
-        )
+        for name, direct in (("provider", provider_m), ("service", service_m)):
+            budget = 2 * direct + 1
+            print(
+                f"  HTTP / {name} = {http_m / direct:.2f}x, HTTP - {name} = {http_m - direct:.2f} ms; "
+                f"target HTTP <= 2 x {name} + 1 ms = {budget:.2f} ms: {'met' if http_m <= budget else 'NOT met'}"
+            )
 
         # 2. throughput: 1 and 4 clients on different sessions, 4 on one session
         ones, fours, contended, retry_counts = [], [], [], []
