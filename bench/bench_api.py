@@ -14,7 +14,8 @@ Prints (medians; every figure is wall time seen by the client):
   branches over HTTP, against the in-process reads (target: context <= 60 ms).
 
 Creates its own database (``sessiontree_bench_api``), migrates it, serves it
-with gunicorn (``--workers``, sync workers, DEBUG off) and drops it at the end
+with gunicorn (``--workers``, sync workers, DEBUG off, persistent database
+connections: ``DB_CONN_MAX_AGE=60`` unless set) and drops it at the end
 (``--keep`` keeps it). The server comes from ``DATABASE_URL`` (default
 ``mysql://root@127.0.0.1:3306/test``; only host, port and credentials are
 used). Run from the repository root:
@@ -63,6 +64,9 @@ def production_env(url: str) -> dict[str, str]:
         "DJANGO_ALLOWED_HOSTS": HOST,
         "DJANGO_SECURE_COOKIES": "0",
         "SESSIONTREE_DEFAULT_PROVIDER": "mysql",
+        # Persistent database connections, as a served deployment runs them
+        # (the default 0 opens a new MySQL connection for every request).
+        "DB_CONN_MAX_AGE": os.environ.get("DB_CONN_MAX_AGE", "60"),
         "LOG_LEVEL": "ERROR",
     }
 
@@ -222,7 +226,9 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         "--workers",
         str(args.workers),
         "--worker-class",
-        "sync",
+        args.worker_class,
+        "--threads",
+        str(args.threads),
         "--log-level",
         "warning",
     ]
@@ -231,7 +237,10 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         wait_until_serving(port, server)
         api = Client(port, token)
         api.json("GET", "/api/sessions/")  # every worker imports lazily: warm up
-        print(f"gunicorn: {args.workers} sync workers on {HOST}:{port}, DEBUG off, mysql provider")
+        print(
+            f"gunicorn: {args.workers} {args.worker_class} workers x {args.threads} thread(s) on {HOST}:{port}, "
+            "DEBUG off, mysql provider"
+        )
 
         # 1. latency of one append: HTTP vs in process, interleaved so noise hits all alike
         http_sid, service_sid, provider_sid = new_session(), new_session(), new_session()
@@ -326,7 +335,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--appends", type=int, default=300, help="appends per client (latency: timed appends)")
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (medians and spread)")
-    parser.add_argument("--workers", type=int, default=4, help="gunicorn sync workers")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers")
+    parser.add_argument("--worker-class", default="sync", choices=["sync", "gthread"], help="gunicorn worker class")
+    parser.add_argument("--threads", type=int, default=1, help="threads per gthread worker")
     parser.add_argument("--entries", type=int, default=10_000, help="entries of the branched session")
     parser.add_argument("--branches", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=30, help="runs of each read")

@@ -249,7 +249,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = SESSIONTREE_MAX_ENTRY_BYTES + 1024 * 1024
 REST_FRAMEWORK = {
     # Token first: an anonymous request is then a 401 with WWW-Authenticate: Token.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "sessiontree.api.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

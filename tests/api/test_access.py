@@ -190,3 +190,25 @@ def test_an_inactive_user_token_stops_working(users, inactive):
 def test_grant_helper_gives_fresh_permissions(users):
     assert not users.alice.has_perm("sessiontree.moderate_session")
     assert grant(users.alice, "moderate_session").has_perm("sessiontree.moderate_session")
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Token", "Token a b", "Token nonsuchkey", "Token ' OR 1=1 --", "Token \u00e9\u00e9", "Token " + "k" * 5000],
+)
+def test_malformed_or_unknown_tokens_are_401(users, header):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=header)
+    response = client.get("/api/sessions/")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "authentication_failed"
+
+
+def test_the_token_names_its_user_and_the_keyword_is_case_insensitive(users):
+    from rest_framework.authtoken.models import Token
+
+    key = Token.objects.create(user=users.bob).key
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"token {key}")
+    session = Api(client).post("/api/sessions/", {"provider": "file"}, expected=201)
+    assert session["user_id"] == "bob"
