@@ -33,6 +33,7 @@ import argparse
 import http.client
 import json
 import os
+import resource
 import secrets
 import signal
 import socket
@@ -41,7 +42,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +201,40 @@ def contended_rate(port: int, token: str, session_id: str, clients: int, appends
     return clients * appends / elapsed, sum(retries)
 
 
+@contextmanager
+def serve(args: argparse.Namespace, env: dict[str, str], *, workers: int) -> Iterator[int]:
+    """gunicorn serving the project on a free port of 127.0.0.1; stopped (and
+    its processes reaped, so their CPU is counted) on exit."""
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "config.wsgi:application",
+        "--bind",
+        f"{HOST}:{port}",
+        "--workers",
+        str(workers),
+        "--worker-class",
+        args.worker_class,
+        "--threads",
+        str(args.threads),
+        "--log-level",
+        "warning",
+    ]
+    server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, start_new_session=True)
+    try:
+        wait_until_serving(port, server)
+        yield port
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
 def run(args: argparse.Namespace, env: dict[str, str]) -> None:
     from django.contrib.auth.models import User
     from rest_framework.authtoken.models import Token
@@ -215,26 +251,42 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         session = services.sessions.create_session(actor=user, channel="api", kind="mysql", user_id="bench", **fields)
         return str(session["session_id"])
 
-    port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "gunicorn",
-        "config.wsgi:application",
-        "--bind",
-        f"{HOST}:{port}",
-        "--workers",
-        str(args.workers),
-        "--worker-class",
-        args.worker_class,
-        "--threads",
-        str(args.threads),
-        "--log-level",
-        "warning",
-    ]
-    server = subprocess.Popen(command, cwd=ROOT, env={**os.environ, **env}, start_new_session=True)
-    try:
-        wait_until_serving(port, server)
+    # 0. CPU per append, which other work on the machine does not inflate:
+    # gunicorn's own CPU (read from the finished process tree) over N HTTP
+    # appends, less a server that only started and answered the warm-up.
+    def server_cpu(appends: int) -> float:
+        sid = new_session()
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        with serve(args, env, workers=1) as port:
+            api = Client(port, token)
+            for _ in range(20):
+                api.json("GET", "/api/sessions/")
+            for i in range(appends):
+                api.json("POST", f"/api/sessions/{sid}/entries/", {"message": message(i)}, expect=201)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+    cpu_http = statistics.median(
+        (server_cpu(args.appends) - server_cpu(0)) * 1000 / args.appends for _ in range(args.cpu_rounds)
+    )
+    cpu_sid, cpu_provider_sid = new_session(), new_session()
+    started = time.process_time()
+    for i in range(args.appends):
+        services.entries.append_message(
+            session_id=cpu_sid, provider=provider, message=message(i), actor=user, channel="api"
+        )
+    cpu_service = (time.process_time() - started) * 1000 / args.appends
+    started = time.process_time()
+    for i in range(args.appends):
+        provider.append_message(cpu_provider_sid, message(i))
+    cpu_provider = (time.process_time() - started) * 1000 / args.appends
+    print(
+        f"CPU per append (this machine's load does not inflate it; MariaDB's own CPU not counted): "
+        f"HTTP stack {cpu_http:.2f} ms | service {cpu_service:.2f} ms | provider {cpu_provider:.2f} ms; "
+        f"HTTP adds {cpu_http - cpu_service:.2f} ms of CPU to the service call"
+    )
+
+    with serve(args, env, workers=args.workers) as port:
         api = Client(port, token)
         api.json("GET", "/api/sessions/")  # every worker imports lazily: warm up
         print(
@@ -322,19 +374,13 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
             f"  tree (default window, depth 50): HTTP {http_tree:.1f} ms | in process {direct_tree:.1f} ms | "
             f"ratio {http_tree / direct_tree:.2f}; a window of depth 100 deeper down: HTTP {http_window:.1f} ms"
         )
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--appends", type=int, default=300, help="appends per client (latency: timed appends)")
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (medians and spread)")
+    parser.add_argument("--cpu-rounds", type=int, default=3, help="rounds of the CPU-per-append measure")
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers")
     parser.add_argument("--worker-class", default="sync", choices=["sync", "gthread"], help="gunicorn worker class")
     parser.add_argument("--threads", type=int, default=1, help="threads per gthread worker")
