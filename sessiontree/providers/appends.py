@@ -11,6 +11,7 @@ from typing import Any
 
 from sessiontree.core import entries as build
 from sessiontree.core.context_builder import UNSET, _Unset
+from sessiontree.core.errors import EntryNotFound, InvalidEntry, SessionNotFound
 from sessiontree.core.pi_session_file import encode_entry_line
 from sessiontree.core.types import Entry, SessionTreeSession
 
@@ -25,6 +26,12 @@ class TypedAppends:
         raise NotImplementedError
 
     def reset_leaf(self, session_id: str) -> SessionTreeSession:  # pragma: no cover
+        raise NotImplementedError
+
+    def get_session(self, session_id: str) -> SessionTreeSession | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def get_active_path(self, session_id: str, leaf_entry_id: Any = UNSET) -> list[Entry]:  # pragma: no cover
         raise NotImplementedError
 
     def append_message(
@@ -43,11 +50,14 @@ class TypedAppends:
         session_id: str,
         *,
         summary: str,
-        first_kept_entry_id: str,
+        first_kept_entry_id: str | None,
         tokens_before: int,
         details: Any = None,
         from_hook: bool | None = None,
+        usage: Any = None,
+        system_message: Any = None,
     ) -> Entry:
+        """``first_kept_entry_id=None``: keep nothing from before the compaction."""
         return self.append_entry(
             session_id,
             build.compaction_entry(
@@ -56,6 +66,8 @@ class TypedAppends:
                 tokens_before=tokens_before,
                 details=details,
                 from_hook=from_hook,
+                usage=usage,
+                system_message=system_message,
             ),
         )
 
@@ -69,9 +81,15 @@ class TypedAppends:
         from_hook: bool | None = None,
     ) -> Entry:
         """Pi's ``branchWithSummary``: move the leaf to ``branch_from_entry_id``
-        (``None`` = before the root) and append the summary there."""
+        (``None`` = before the root) and append the summary there. Its
+        ``fromId`` is the leaf being left (``"root"`` when there was none)."""
+        session = self.get_session(session_id)
         entry = build.branch_summary_entry(
-            branch_from_entry_id=branch_from_entry_id, summary=summary, details=details, from_hook=from_hook
+            branch_from_entry_id=branch_from_entry_id,
+            summary=summary,
+            details=details,
+            from_hook=from_hook,
+            from_id=(session or {}).get("leaf_entry_id") or "root",
         )
         # The leaf move and the append are two writes: refuse a bad summary
         # before the first, so a refused call leaves the leaf where it was.
@@ -98,3 +116,35 @@ class TypedAppends:
 
     def append_session_info(self, session_id: str, name: str) -> Entry:
         return self.append_entry(session_id, build.session_info_entry(name))
+
+    def append_context_edit(self, session_id: str, target_id: str, replacement: Any) -> Entry:
+        """Pi's ``appendContextEdit``: from here on, the context shows the
+        target (a user, assistant, tool-result or custom message on the
+        active path) with ``replacement["content"]``, or omits it
+        (``replacement=None``). A string given for an assistant or tool result
+        is stored as one text block, as those roles need block lists."""
+        session = self.get_session(session_id)
+        if session is None:
+            raise SessionNotFound(f"Session {session_id} not found")
+        leaf_id = session["leaf_entry_id"]
+        path = self.get_active_path(session_id, leaf_id)
+        target = next((e for e in path if e.get("id") == target_id), None)
+        if target is None:
+            raise EntryNotFound(f"Entry {target_id} is not on the active path of session {session_id}")
+        role = (target.get("message") or {}).get("role") if target.get("type") == "message" else None
+        if target.get("type") != "custom_message" and role not in ("user", "assistant", "toolResult"):
+            raise InvalidEntry(f"Entry {target_id} is not a message whose content the model sees")
+        if (
+            isinstance(replacement, dict)
+            and role in ("assistant", "toolResult")
+            and isinstance(replacement.get("content"), str)
+        ):
+            replacement = {"content": [{"type": "text", "text": replacement["content"]}]}
+        entry = build.context_edit_entry(target_id, replacement)
+        # The path was read at this leaf: refuse to append if it moved since.
+        return self.append_entry(session_id, entry, expected_leaf_id=leaf_id)
+
+    def append_usage(
+        self, session_id: str, kind: str, provider: str, model: str, usage: Any, note: str | None = None
+    ) -> Entry:
+        return self.append_entry(session_id, build.usage_entry(kind, provider, model, usage, note))

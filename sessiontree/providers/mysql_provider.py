@@ -463,7 +463,9 @@ class MySQLSessionTreeProvider(meta.SessionMetaMethods, TypedAppends):
                     # The one expected cause: a generated id already in use.
                     if generated is None or new["id"] not in StoredIds(locked.pk, [new["id"]]):
                         raise
-                    new["id"] = new_entry_id()
+                    taken, new["id"] = new["id"], new_entry_id()
+                    if new.get("type") == "compaction" and new.get("firstKeptEntryId") == taken:
+                        new["firstKeptEntryId"] = new["id"]  # a retain-none compaction names itself
             else:  # pragma: no cover - 8 random 32-bit collisions in a row
                 raise InvalidEntry(f"Could not find a free entry id in session {session_id}")
             # A streaming root becomes the session's root when it is completed, as in the file provider.
