@@ -47,6 +47,7 @@ from sessiontree.core.pi_session_file import (
     new_session_header,
     parse_lines,
     serialize_file,
+    whole_lines_end,
     write_new_session_file,
 )
 from sessiontree.core.snapshot import build_snapshot
@@ -147,7 +148,7 @@ class FileSessionTreeProvider(meta.SessionMetaMethods, TypedAppends):
             if st.st_size == cached.size and st.st_mtime_ns == cached.mtime_ns:
                 return cached
             tail = os.pread(fd, st.st_size - cached.offset, cached.offset)
-            complete = tail.rfind(b"\n") + 1
+            complete = whole_lines_end(tail)
             cached.extend([obj for obj in parse_lines(tail[:complete]) if obj.get("type") != "session"])
             cached.offset += complete
             cached.size, cached.mtime_ns = st.st_size, st.st_mtime_ns
@@ -159,7 +160,7 @@ class FileSessionTreeProvider(meta.SessionMetaMethods, TypedAppends):
 
     def _load(self, path: Path, fd: int, st: os.stat_result) -> FileIndex:
         data = os.pread(fd, st.st_size, 0)
-        complete = data.rfind(b"\n") + 1
+        complete = whole_lines_end(data)
         objs = parse_lines(data[:complete])
         if not objs or not is_session_header(objs[0]):
             raise CorruptSessionTree(f"{path.name} is not a Pi session file (its first line is not a session header)")
@@ -171,7 +172,7 @@ class FileSessionTreeProvider(meta.SessionMetaMethods, TypedAppends):
             if os.stat(path).st_ino != st.st_ino:
                 raise _FileReplaced
             data = os.pread(fd, os.fstat(fd).st_size, 0)
-            complete = data.rfind(b"\n") + 1
+            complete = whole_lines_end(data)
             objs = parse_lines(data[:complete])
             migrate_to_current_version(objs)
             tmp = path.with_suffix(".jsonl.migrating")
