@@ -300,15 +300,127 @@ def open_session_file(path: str | os.PathLike[str]) -> SessionFileView:
         view = _full_view(path)
         assert view is not None
         return view
-    view = SessionFileView(data, header)
-    try:
-        with gc_paused():
-            view._scan(start)
-    except _TornLine:
-        full = _full_view(path)
-        assert full is not None
-        return full
-    return _SafeView(view, path)
+    return _PathFirstView(data, header, start, path)
+
+
+class _PathFirstView(SessionFileView):
+    """The default leaf's path found by searching each parent's line
+    backwards from its child's (parents are written before their children),
+    so a context at the last entry reads no other line. Anything else — an
+    explicit leaf, an id that cannot be found that way, a torn line — goes to
+    the skeleton view, built on first need."""
+
+    def __init__(self, data: bytes, header: dict[str, Any], start: int, path: str | os.PathLike[str]) -> None:
+        self._data = data
+        self.header = header
+        self._start = start
+        self._source = path
+        self._skeleton: SessionFileView | None = None
+
+    def _view(self) -> SessionFileView:
+        if self._skeleton is None:
+            view = SessionFileView(self._data, self.header)
+            try:
+                with gc_paused():
+                    view._scan(self._start)
+                self._skeleton = _SafeView(view, self._source)
+            except _TornLine:
+                full = _full_view(self._source)
+                assert full is not None
+                self._skeleton = full
+        return self._skeleton
+
+    @property
+    def entry_count(self) -> int:
+        return self._view().entry_count
+
+    @property
+    def leaf_id(self) -> str | None:
+        return self._view().leaf_id
+
+    def _last_entry(self) -> Entry | None:
+        data = self._data
+        end = len(data)
+        while end > self._start:
+            line_start = data.rfind(b"\n", self._start, end - 1) + 1 if end - 1 > self._start else self._start
+            line_start = max(line_start, self._start)
+            line = memoryview(data)[line_start:end]
+            if bytes(line).strip():
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    obj = None
+                if isinstance(obj, dict) and obj.get("type") != "session":
+                    if not isinstance(obj.get("id"), str):
+                        return None
+                    self._last_start = line_start
+                    return obj
+            end = line_start - 1 if line_start > self._start else self._start
+            if end <= self._start:
+                break
+        return None
+
+    def _fast_path(self) -> list[Entry] | None:
+        data = self._data
+        leaf = self._last_entry()
+        if leaf is None:
+            return []
+        path = [leaf]
+        seen = {leaf["id"]}
+        before = self._last_start
+        rfind = data.rfind
+        find = data.find
+        prefix = _PREFIX.match
+        entry = leaf
+        while True:
+            parent_id = entry.get("parentId")
+            if parent_id is None:
+                break
+            if not isinstance(parent_id, str):
+                return None
+            needle = b'"id":' + orjson.dumps(parent_id) + b',"parentId":'
+            found: Entry | None = None
+            position = rfind(needle, self._start, before)
+            while position >= 0:
+                line_start = rfind(b"\n", self._start, position) + 1 or self._start
+                line_start = max(line_start, self._start)
+                line_end = find(b"\n", position)
+                if line_end < 0:
+                    line_end = len(data)
+                match = prefix(data, line_start, line_end)
+                if match is None or match.start(2) == position + 6:
+                    try:
+                        obj = orjson.loads(memoryview(data)[line_start:line_end])
+                    except orjson.JSONDecodeError:
+                        obj = None
+                    if isinstance(obj, dict) and obj.get("id") == parent_id and obj.get("type") != "session":
+                        found = obj
+                        before = line_start
+                        break
+                position = rfind(needle, self._start, position)
+            if found is None or found["id"] in seen:
+                return None  # not where it should be, or a cycle: let the skeleton view decide
+            seen.add(found["id"])
+            path.append(found)
+            entry = found
+        path.reverse()
+        return path
+
+    def path(self, leaf_id: str | None | _Unset = UNSET) -> list[Entry]:
+        if isinstance(leaf_id, _Unset) and self._skeleton is None:
+            with gc_paused():
+                found = self._fast_path()
+            if found is not None:
+                return found
+        return self._view().path(leaf_id)
+
+    def context(self, leaf_id: str | None | _Unset = UNSET) -> SessionContext:
+        if isinstance(leaf_id, _Unset) and self._skeleton is None:
+            with gc_paused():
+                found = self._fast_path()
+                if found is not None:
+                    return build_context_from_path(found)
+        return self._view().context(leaf_id)
 
 
 class _SafeView(SessionFileView):

@@ -111,5 +111,7 @@ def test_not_a_session_and_duplicates(tmp_path):
     with pytest.raises(CorruptSessionTree, match="not a Pi session file"):
         open_session_file(junk)
     entries = branched_session(5, 2)
+    view = open_session_file(write(tmp_path, [*entries, entries[0]], "dup.jsonl"))
+    # The default leaf's context reads only its path; any other read checks every id.
     with pytest.raises(CorruptSessionTree, match="Duplicate"):
-        open_session_file(write(tmp_path, [*entries, entries[0]], "dup.jsonl"))
+        view.context(entries[1]["id"])
