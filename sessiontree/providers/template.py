@@ -190,6 +190,26 @@ class SessionWriter:
         self._txn.set_leaf(None)
 
 
+def context_edit_for(writer: SessionWriter, target_id: str, replacement: Any) -> Entry:
+    """A ``context_edit`` entry for ``target_id``, checked against the active
+    path: the target must be on it and be a message the model sees. A string
+    given for an assistant or tool result becomes one text block, as those
+    roles need block lists."""
+    target = next((e for e in writer.active_path() if e.get("id") == target_id), None)
+    if target is None:
+        raise EntryNotFound(f"Entry {target_id} is not on the active path of session {writer.session_id}")
+    role = (target.get("message") or {}).get("role") if target.get("type") == "message" else None
+    if target.get("type") != "custom_message" and role not in ("user", "assistant", "toolResult"):
+        raise InvalidEntry(f"Entry {target_id} is not a message whose content the model sees")
+    if (
+        isinstance(replacement, dict)
+        and role in ("assistant", "toolResult")
+        and isinstance(replacement.get("content"), str)
+    ):
+        replacement = {"content": [{"type": "text", "text": replacement["content"]}]}
+    return build.context_edit_entry(target_id, replacement)
+
+
 class _AssumingAbsent(dict[str, Any]):
     """``known_ids`` plus one generated id taken as absent: the storage makes
     it unique on insert, so validation need not ask the storage about it."""
@@ -348,12 +368,17 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         expected_leaf_id: str | None | _Unset = UNSET,
     ) -> Entry:
         """Pi's ``branchWithSummary``: move the leaf to ``branch_from_entry_id``
-        (``None`` = before the root) and append the summary there, in one step."""
-        entry = build.branch_summary_entry(
-            branch_from_entry_id=branch_from_entry_id, summary=summary, details=details, from_hook=from_hook
-        )
+        (``None`` = before the root) and append the summary there, in one step.
+        Its ``fromId`` is the leaf being left (``"root"`` when there was none)."""
 
         def work(writer: SessionWriter) -> Entry:
+            entry = build.branch_summary_entry(
+                branch_from_entry_id=branch_from_entry_id,
+                summary=summary,
+                details=details,
+                from_hook=from_hook,
+                from_id=writer.leaf_entry_id or "root",
+            )
             if branch_from_entry_id is None:
                 writer.reset_leaf()
             else:
@@ -361,6 +386,24 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
             return writer.append(entry)
 
         return self.transact(session_id, work, expected_leaf_id=expected_leaf_id)
+
+    def append_context_edit(
+        self,
+        session_id: str,
+        target_id: str,
+        replacement: Any,
+        *,
+        expected_leaf_id: str | None | _Unset = UNSET,
+    ) -> Entry:
+        """Pi's ``appendContextEdit``: from here on the context shows the target
+        (a user, assistant, tool-result or custom message on the active path)
+        with ``replacement["content"]``, or omits it (``replacement=None``).
+        The check and the append are one step under the session's lock."""
+        return self.transact(
+            session_id,
+            lambda writer: writer.append(context_edit_for(writer, target_id, replacement)),
+            expected_leaf_id=expected_leaf_id,
+        )
 
     # --- leaf and branches -------------------------------------------------------------
     def switch_leaf(
