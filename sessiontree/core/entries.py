@@ -201,17 +201,22 @@ def json_depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def check_entry_limits(entry: Entry, line_bytes: int, *, max_bytes: int, max_depth: int) -> None:
-    """Refuse an entry whose JSON line is over ``max_bytes`` or that nests
-    deeper than ``max_depth`` with ``EntryTooLarge``, naming the entry."""
+def check_entry_depth(entry: Entry, *, max_depth: int) -> None:
+    """Refuse an entry that nests JSON deeper than ``max_depth`` levels with
+    ``EntryTooLarge`` (checked before encoding: a depth bomb never reaches
+    the encoder)."""
+    if json_depth_exceeds(entry, max_depth):
+        raise EntryTooLarge(
+            f"Entry {entry.get('id')} nests JSON deeper than {max_depth} levels (SESSIONTREE_MAX_ENTRY_DEPTH)"
+        )
+
+
+def check_entry_size(entry: Entry, line_bytes: int, *, max_bytes: int) -> None:
+    """Refuse an entry whose JSON line is over ``max_bytes`` with ``EntryTooLarge``."""
     if line_bytes > max_bytes:
         raise EntryTooLarge(
             f"Entry {entry.get('id')} is {line_bytes:,} bytes as JSON; the limit is {max_bytes:,} "
             "(SESSIONTREE_MAX_ENTRY_BYTES)"
-        )
-    if json_depth_exceeds(entry, max_depth):
-        raise EntryTooLarge(
-            f"Entry {entry.get('id')} nests JSON deeper than {max_depth} levels (SESSIONTREE_MAX_ENTRY_DEPTH)"
         )
 
 

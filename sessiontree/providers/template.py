@@ -28,7 +28,8 @@ from sessiontree.core.entries import (
     DEFAULT_MAX_ENTRY_DEPTH,
     apply_in_flight_patch,
     check_copied_entries,
-    check_entry_limits,
+    check_entry_depth,
+    check_entry_size,
     prepare_new_entry,
 )
 from sessiontree.core.errors import (
@@ -67,8 +68,9 @@ def encode_checked(entry: Entry) -> tuple[bytes, Entry]:
     """The entry's line and the entry as stored, refused beyond the size limits
     (``EntryTooLarge``) or when JSON cannot hold it (``InvalidEntry``)."""
     max_bytes, max_depth = entry_limits()
+    check_entry_depth(entry, max_depth=max_depth)
     line, stored = encode_entry_line(entry)
-    check_entry_limits(entry, len(line), max_bytes=max_bytes, max_depth=max_depth)
+    check_entry_size(entry, len(line), max_bytes=max_bytes)
     return line, stored
 
 
