@@ -34,7 +34,8 @@ def keyed_by(sql: str, session_id: str, pk: int) -> bool:
     key = rf"(?:{pk}|'{re.escape(session_id)}')"
     if re.search(COLUMN.format("session_id") + rf"\s*=\s*{key}(?!\w)", sql):
         return True
-    if re.search(rf"\bWHERE\b.*{COLUMN.format('id')}\s*=\s*{pk}\b", sql, re.S) and "sessiontree_agentsession" in sql:
+    session_table = AgentSession._meta.db_table
+    if re.search(rf"\bWHERE\b.*{COLUMN.format('id')}\s*=\s*{pk}\b", sql, re.S) and session_table in sql:
         return True
     insert = re.match(
         r"\s*INSERT INTO [`\"]?(\w+)[`\"]?\s*\(([^)]*)\)\s*VALUES\s*\((.*)\)\s*(?:RETURNING\s[^()]*)?$", sql, re.S
@@ -122,10 +123,10 @@ def test_every_statement_of_every_entry_operation_names_one_session(provider):
 
 def test_the_checker_itself_tells_keyed_from_unkeyed_statements():
     assert keyed_by('SELECT x FROM "t" WHERE "session_id" = 7 AND entry_id = \'a\'', "s1", 7)
-    assert keyed_by("UPDATE `sessiontree_agentsession` SET `leaf_entry_id` = 'x' WHERE `id` = 7", "s1", 7)
+    assert keyed_by("UPDATE `neta_agent_session` SET `leaf_entry_id` = 'x' WHERE `id` = 7", "s1", 7)
     assert keyed_by("INSERT INTO `t` (`session_id`, `entry_id`) VALUES (7, 'a')", "s1", 7)
     assert keyed_by('INSERT INTO "a" ("actor", "session_id") VALUES (\'x, y\', \'s1\')', "s1", 7)
     assert not keyed_by('SELECT x FROM "t" WHERE "entry_id" = \'a\'', "s1", 7)
     assert not keyed_by('SELECT x FROM "t" WHERE "session_id" = 8', "s1", 7)
     assert not keyed_by("INSERT INTO `t` (`session_id`, `entry_id`) VALUES (8, 'a')", "s1", 7)
-    assert not keyed_by('SELECT MAX("tree_id") FROM "sessiontree_agentsession"', "s1", 7)
+    assert not keyed_by('SELECT MAX("tree_id") FROM "neta_agent_session"', "s1", 7)
