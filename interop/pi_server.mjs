@@ -197,7 +197,20 @@ function open(request) {
 	}
 }
 
-const handlers = { read, write: runOps, open };
+// Pi's session list of a folder (what its /resume picker shows): id, file,
+// name and the parent session file each session names.
+async function list(request) {
+	const infos = await SessionManager.list(request.cwd, request.dir);
+	return infos.map((info) => ({
+		id: info.id,
+		path: info.path,
+		name: info.name ?? null,
+		parentSessionPath: info.parentSessionPath ?? null,
+		messageCount: info.messageCount,
+	}));
+}
+
+const handlers = { read, write: runOps, open, list };
 
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 for await (const line of lines) {
@@ -207,7 +220,7 @@ for await (const line of lines) {
 		const request = JSON.parse(line);
 		const handler = handlers[request.op];
 		if (!handler) throw new Error(`unknown op ${request.op}`);
-		answer = { ok: handler(request) };
+		answer = { ok: await handler(request) };
 	} catch (error) {
 		answer = { error: String(error?.stack ?? error) };
 	}

@@ -202,6 +202,7 @@ class SessionSnapshot(TypedDict):
     session: SessionTreeSession
     entries: list[Entry]
     active_path: list[str]
-    children_by_parent_id: dict[str, list[str]]
+    root_entry_ids: list[str]  # entries without a parent, in append order
+    children_by_parent_id: dict[str, list[str]]  # real parent ids only
     labels_by_entry_id: dict[str, LabelInfo]
     runtime_context: SessionContext

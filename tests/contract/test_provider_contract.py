@@ -93,7 +93,7 @@ def test_branch_summary_compaction_labels_and_reset_leaf(provider):
     snapshot = provider.get_snapshot("s1")
     assert snapshot["labels_by_entry_id"][root["id"]]["label"] == "入口"
     assert snapshot["active_path"] == [new_root["id"]]
-    assert snapshot["children_by_parent_id"]["root"] == [root["id"], new_root["id"]]
+    assert snapshot["root_entry_ids"] == [root["id"], new_root["id"]]
     # the first root stays the session's root
     assert provider.get_session("s1")["root_entry_id"] == root["id"]
 
@@ -473,7 +473,8 @@ def test_snapshot(provider):
     assert snapshot["session"]["leaf_entry_id"] == c["id"]
     assert snapshot["entries"] == [a, b, c]
     assert snapshot["active_path"] == [a["id"], c["id"]]
-    assert snapshot["children_by_parent_id"] == {"root": [a["id"]], a["id"]: [b["id"], c["id"]]}
+    assert snapshot["root_entry_ids"] == [a["id"]]
+    assert snapshot["children_by_parent_id"] == {a["id"]: [b["id"], c["id"]]}
     assert snapshot["runtime_context"] == provider.build_context("s1")
 
 

@@ -76,6 +76,10 @@ class PiProcess:
     def open(self, file: Path) -> Any:
         return self.call(op="open", file=str(file))
 
+    def list(self, directory: Path, *, cwd: str) -> list[dict[str, Any]]:
+        """Pi's session list of ``directory`` (``SessionManager.list``)."""
+        return self.call(op="list", dir=str(directory), cwd=cwd)
+
     def close(self) -> None:
         if self._process.stdin is not None:
             self._process.stdin.close()

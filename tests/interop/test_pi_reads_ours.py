@@ -202,3 +202,25 @@ def test_our_compactions_cut_where_pi_would(pi, kind, tmp_path):
     assert [c["systemMessage"]["toolsAdded"][0]["name"] for c in written] == ["read", "read", "read"]
     assert "write" in [tool["name"] for tool in written[0]["systemMessage"]["toolsAdded"]]
     assert "write" not in [tool["name"] for tool in written[1]["systemMessage"]["toolsAdded"]]
+
+
+def test_pi_lists_a_forks_parent_session(pi, tmp_path, settings):
+    """Pi's session list (its /resume picker) follows a fork's ``parentSession``
+    to the parent's file: we write the file path there, as Pi does."""
+    settings.SESSIONTREE_FILE_ROOT = str(tmp_path / "sessions")
+    provider = FileSessionTreeProvider()
+    source = provider.create_session(cwd="/srv/project")["session_id"]
+    provider.append_message(source, user("Root"))
+    provider.append_message(source, assistant("answer", tokens=50))
+    second = provider.append_message(source, user("Second"))
+    fork = fork_session(provider, source, second["id"], position="at", actor="interop", channel="internal")
+    grandchild = fork_session(provider, fork["session_id"], second["id"], position="before")
+    listed = {info["id"]: info for info in pi.list(provider.root, cwd="/srv/project")}
+    assert set(listed) == {source, fork["session_id"], grandchild["session_id"]}
+    assert listed[source]["parentSessionPath"] is None
+    assert listed[fork["session_id"]]["parentSessionPath"] == str(provider.path_for(source))
+    assert listed[grandchild["session_id"]]["parentSessionPath"] == str(provider.path_for(fork["session_id"]))
+    assert listed[fork["session_id"]]["path"] == str(provider.path_for(fork["session_id"]))
+    # Our lineage resolves the path Pi wrote back to the session.
+    assert provider.get_session(fork["session_id"])["parent_session_id"] == source
+    assert provider.get_header(fork["session_id"])["parentSession"] == str(provider.path_for(source))
