@@ -260,3 +260,30 @@ def test_every_append_and_leaf_move_accepts_an_expected_leaf(provider, sid):
     root = entries.append_message(session_id=sid, message=user("r"), provider=provider, **WHO)
     tree.reset_leaf(session_id=sid, expected_leaf_id=root["id"], provider=provider, **WHO)
     entries.append_message(session_id=sid, message=user("new root"), expected_leaf_id=None, provider=provider, **WHO)
+
+
+# --- which provider a new session gets ----------------------------------------------------
+
+
+def test_a_new_session_gets_its_provider_as_everywhere(db, settings):
+    """Explicit choice, else the agent's session_provider, else
+    SESSIONTREE_DEFAULT_PROVIDER, else file."""
+    from sessiontree.models import Agent
+
+    def kind_of(**kwargs):
+        return sessions.create_session(**WHO, **kwargs)["provider"]
+
+    plain = Agent.objects.create(name="no choice")
+    on_file = Agent.objects.create(name="files", session_provider="file")
+    on_mysql = Agent.objects.create(name="tables", session_provider="mysql")
+    assert kind_of() == "file"
+    assert kind_of(agent=plain) == "file"
+    settings.SESSIONTREE_DEFAULT_PROVIDER = "mysql"
+    assert kind_of() == "mysql"
+    assert kind_of(agent=plain) == "mysql"
+    assert kind_of(agent=on_file) == "file"
+    assert kind_of(agent=on_file.pk) == "file"
+    assert kind_of(agent=on_mysql, kind="file") == "file"
+    settings.SESSIONTREE_DEFAULT_PROVIDER = "file"
+    assert kind_of(agent=on_mysql) == "mysql"
+    assert kind_of(kind="mysql") == "mysql"
