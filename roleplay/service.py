@@ -19,33 +19,46 @@ appends the automatic checkpoint as the compaction entry's child.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, TypedDict
 
 from sessiontree import services as tree_services
 from sessiontree.core.context_builder import UNSET, _Unset
 from sessiontree.core.entries import custom_entry
-from sessiontree.core.errors import CONFLICT, LeafConflict, SessionNotFound, SessionTreeError
+from sessiontree.core.errors import EntryNotFound, LeafConflict, SessionNotFound
+from sessiontree.core.path import walk_path
+from sessiontree.core.pi_session_file import gc_paused
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.services.hooks import HookEvent
 
-from . import schema
-from .reducer import PatchFailed, RoleplayState, apply_patch, make_checkpoint_data, reduce_branch
+from . import inspection, schema
+from .errors import CharacterArchived, NoRoleplayCharacter, ReviewAlreadyDecided, ReviewNotFound
+from .inspection import DiffItem, ProvenanceRecord, StateRow
+from .reducer import PatchFailed, RoleplayIdentity, RoleplayState, apply_patch, make_checkpoint_data, reduce_branch
 from .schema import RoleplayValidationError
 
-
-class NoRoleplayCharacter(RoleplayValidationError):
-    """The branch has no character identity, so there is nothing to write state for."""
-
-    code = "no_roleplay_character"
-
-
-class CharacterArchived(SessionTreeError):
-    """The character is archived on this branch: its state is read-only."""
-
-    code = "character_archived"
-    category = CONFLICT
-
+__all__ = [
+    "CharacterArchived",
+    "NoRoleplayCharacter",
+    "ReviewAlreadyDecided",
+    "ReviewNotFound",
+    "RoleplayValidationError",
+    "amend_review",
+    "archive",
+    "compact_with_checkpoint",
+    "correct_state",
+    "create_checkpoint",
+    "decide_review",
+    "diff_states",
+    "get_review",
+    "history_fork",
+    "history_goto",
+    "inspect_state",
+    "inspect_state_detail",
+    "list_reviews",
+    "repair_turn",
+]
 
 ReviewStatus = Literal["pending", "accepted", "rejected"]
 
@@ -97,19 +110,238 @@ def list_reviews(
     *,
     leaf_entry_id: str | _Unset | None = UNSET,
     include_decided: bool = False,
+    character_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """Reviews on the branch: pending ones (proposal order), then decided ones if asked.
 
-    Each is the reducer's record plus ``status``: pending, accepted or rejected.
+    Each is the reducer's record (``reviewId``, ``op``, ``note``, ``commitId``
+    and ``entryId`` of the proposing entry, ``amendment``: ``{"value",
+    "entryId"}`` when amended; decided ones add ``decision``,
+    ``decisionEntryId`` and, accepted, ``appliedOp``) plus ``status``
+    (pending, accepted or rejected), ``effectiveOp`` (what accepting applies,
+    or applied), ``amendable`` and, for a pending review, ``appliesNow`` and
+    ``applyError``: whether accepting it would apply to the state now.
     """
-    state = inspect_state(provider, session_id, leaf_entry_id=leaf_entry_id)
-    reviews: list[dict[str, Any]] = [{**review, "status": "pending"} for review in state["pending_reviews"]]
-    if include_decided:
-        reviews += [
-            {**review, "status": "accepted" if review["decision"] == "accept" else "rejected"}
-            for review in state["decided_reviews"]
-        ]
-    return reviews
+    state = inspect_state(provider, session_id, leaf_entry_id=leaf_entry_id, character_id=character_id)
+    return inspection.review_views(state, include_decided=include_decided)
+
+
+def get_review(
+    provider: SessionTreeProvider,
+    session_id: str,
+    review_id: str,
+    *,
+    leaf_entry_id: str | _Unset | None = UNSET,
+    character_id: str | None = None,
+) -> dict[str, Any]:
+    """One review of the branch, pending or decided, as ``list_reviews`` shows it.
+
+    ``ReviewNotFound`` (404, exit 3) when no review with this id was proposed
+    on the path to the leaf.
+    """
+    for view in list_reviews(
+        provider, session_id, leaf_entry_id=leaf_entry_id, include_decided=True, character_id=character_id
+    ):
+        if view["reviewId"] == review_id:
+            return view
+    raise ReviewNotFound(f"Session {session_id}: no review {review_id} on this branch")
+
+
+# --- reading for the faces: the state panel and the diff ------------------------------------
+
+
+class StateDetail(TypedDict):
+    """The state at one entry, made readable (see ``inspect_state_detail``)."""
+
+    session_id: str
+    leaf_entry_id: str | None  # the entry the state was reduced at
+    session_leaf_entry_id: str | None  # the session's leaf when it was read
+    at_session_leaf: bool
+    path_length: int
+    character_id: str | None
+    identity: RoleplayIdentity
+    revision: int
+    state_hash: str
+    state: dict[str, Any]
+    rows: list[StateRow]
+    provenance: dict[str, ProvenanceRecord]
+    events: list[Any]
+    memories: list[Any]
+    pending_reviews: list[dict[str, Any]]
+    decided_reviews: list[dict[str, Any]]
+    incomplete_turns: list[dict[str, Any]]
+    archived: bool
+    archive: dict[str, Any] | None
+    last_commit_id: str | None
+    checkpoint_entry_id: str | None
+    problems: list[dict[str, Any]]
+    ignored_entries: list[dict[str, Any]]
+
+
+class DiffEnd(TypedDict):
+    entry_id: str | None
+    character_id: str | None
+    revision: int
+    state_hash: str
+    path_length: int
+
+
+# Functional form: "from" is a Python keyword.
+StateDiff = TypedDict(
+    "StateDiff",
+    {
+        "session_id": str,
+        "character_id": str | None,
+        "common_ancestor_entry_id": str | None,
+        "from": DiffEnd,
+        "to": DiffEnd,
+        "changed": list[DiffItem],
+        "added": list[DiffItem],
+        "removed": list[DiffItem],
+    },
+)
+
+
+def _path_ids(view: Any, session_id: str, leaf_entry_id: str | None) -> list[str]:
+    if leaf_entry_id is None:
+        return []
+    try:
+        return walk_path(leaf_entry_id, view.parents())
+    except EntryNotFound:
+        raise EntryNotFound(f"Entry {leaf_entry_id} not found in session {session_id}") from None
+
+
+def inspect_state_detail(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    leaf_entry_id: str | _Unset | None = UNSET,
+    character_id: str | None = None,
+) -> StateDetail:
+    """The state at the session's leaf, or at ``leaf_entry_id`` (any entry of
+    any branch; ``None`` = the empty path), with everything a state panel shows.
+
+    Besides the reducer's fields: ``provenance`` maps each pointer the
+    reducer records to a ``ProvenanceRecord`` (the entry that last set it,
+    its kind — turn, correction, repair, review, commit — its commit id, a
+    correction's reason…); ``rows`` is the state as a flat list in document
+    order, each row with the provenance covering it; ``pending_reviews`` and
+    ``decided_reviews`` are ``list_reviews`` records; ``incomplete_turns``
+    add ``markedAt`` and a ``repairTemplate``. One consistent read; never
+    moves the leaf. ``SessionNotFound``/``EntryNotFound`` (404, exit 3).
+    """
+    with provider.read(session_id) as view, gc_paused():
+        session_leaf = view.state.leaf_entry_id
+        leaf = session_leaf if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+        path = view.entries(_path_ids(view, session_id, leaf))
+    state = reduce_branch(path, character_id)
+    records = inspection.provenance_records(path, state)
+    views = inspection.review_views(state, include_decided=True)
+    return {
+        "session_id": session_id,
+        "leaf_entry_id": leaf,
+        "session_leaf_entry_id": session_leaf,
+        "at_session_leaf": leaf == session_leaf,
+        "path_length": len(path),
+        "character_id": state["character_id"],
+        "identity": state["identity"],
+        "revision": state["revision"],
+        "state_hash": state["state_hash"],
+        "state": state["state"],
+        "rows": inspection.state_rows(state["state"], records),
+        "provenance": records,
+        "events": state["events"],
+        "memories": state["memories"],
+        "pending_reviews": [v for v in views if v["status"] == "pending"],
+        "decided_reviews": [v for v in views if v["status"] != "pending"],
+        "incomplete_turns": inspection.incomplete_turn_views(path, state),
+        "archived": state["archived"],
+        "archive": state["archive"],
+        "last_commit_id": state["last_commit_id"],
+        "checkpoint_entry_id": state["checkpoint_entry_id"],
+        "problems": state["problems"],
+        "ignored_entries": state["ignored_entries"],
+    }
+
+
+def _common_prefix_length(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def diff_states(
+    provider: SessionTreeProvider,
+    session_id: str,
+    from_entry_id: str | _Unset | None,
+    to_entry_id: str | _Unset | None,
+    *,
+    character_id: str | None = None,
+) -> StateDiff:
+    """What differs between the state at ``from_entry_id`` and at ``to_entry_id``
+    (two entries or leaves of one session, e.g. two branches; ``UNSET`` = the
+    session's leaf, ``None`` = the empty path).
+
+    Returns ``{"session_id", "character_id", "common_ancestor_entry_id",
+    "from": end, "to": end, "changed", "added", "removed"}`` where an end is
+    ``{"entry_id", "character_id", "revision", "state_hash", "path_length"}``
+    and each item is ``{"pointer", "old_value"? (changed, removed),
+    "new_value"? (changed, added), "from_provenance", "to_provenance",
+    "from_removed_by"? (added), "to_removed_by"? (removed)}``. Objects are
+    compared member by member, arrays as whole values (the reducer attributes
+    array ops to the array); items are sorted by pointer. Provenance lists
+    hold ``ProvenanceRecord``s: the record covering the pointer, then those
+    below it; ``*_removed_by`` is the latest entry after the common ancestor
+    on the side without the value whose ops reached the pointer (``None``
+    when that side never had it).
+
+    Each side resolves its own character unless ``character_id`` is given;
+    two different characters are refused (``RoleplayValidationError``).
+    ``SessionNotFound``/``EntryNotFound`` (404, exit 3) for unknown ids.
+    """
+    with provider.read(session_id) as view, gc_paused():
+        session_leaf = view.state.leaf_entry_id
+        ends = [session_leaf if isinstance(e, _Unset) else e for e in (from_entry_id, to_entry_id)]
+        from_ids, to_ids = (_path_ids(view, session_id, end) for end in ends)
+        shared = _common_prefix_length(from_ids, to_ids)
+        # One fetch for both paths: the shared prefix is read once.
+        loaded = view.entries(from_ids + to_ids[shared:])
+    from_path = loaded[: len(from_ids)]
+    to_path = loaded[:shared] + loaded[len(from_ids) :]
+    from_state = reduce_branch(from_path, character_id)
+    to_state = reduce_branch(to_path, character_id)
+    characters = sorted({s["character_id"] for s in (from_state, to_state) if s["character_id"] is not None})
+    if len(characters) > 1:
+        raise RoleplayValidationError(
+            f"Session {session_id}: the two entries have different characters ({', '.join(characters)}); "
+            "name the character to compare"
+        )
+    lists = inspection.diff_reduced(
+        {"path": from_path, "state": from_state}, {"path": to_path, "state": to_state}, shared - 1
+    )
+
+    def end(entry_id: str | None, path: list[Entry], state: RoleplayState) -> DiffEnd:
+        return {
+            "entry_id": entry_id,
+            "character_id": state["character_id"],
+            "revision": state["revision"],
+            "state_hash": state["state_hash"],
+            "path_length": len(path),
+        }
+
+    return {
+        "session_id": session_id,
+        "character_id": characters[0] if characters else None,
+        "common_ancestor_entry_id": from_ids[shared - 1] if shared else None,
+        "from": end(ends[0], from_path, from_state),
+        "to": end(ends[1], to_path, to_state),
+        "changed": lists["changed"],
+        "added": lists["added"],
+        "removed": lists["removed"],
+    }
 
 
 # --- writing -----------------------------------------------------------------
@@ -165,7 +397,22 @@ def _check_ops_apply(state: RoleplayState, ops: list[dict[str, Any]], where: str
     try:
         apply_patch(state["state"], ops)
     except PatchFailed as exc:
-        raise RoleplayValidationError(f"{where}: does not apply to the current state ({exc})") from None
+        raise RoleplayValidationError(
+            f"{where}: does not apply to the current state ({exc}); {_state_hint(state)}"
+        ) from None
+
+
+def _state_hint(state: RoleplayState, limit: int = 8) -> str:
+    """Which values the state holds, so a failed op's author sees the paths that exist."""
+    pointers = [
+        row["pointer"]
+        for row in inspection.state_rows(state["state"], {})
+        if row["node"] != "object" and not isinstance(row["key"], int)  # not an array's items
+    ]
+    if not pointers:
+        return 'the state is empty: an "add" op creates a value'
+    shown = ", ".join(pointers[:limit]) + (f" and {len(pointers) - limit} more" if len(pointers) > limit else "")
+    return f'values on this branch: {shown}; an "add" op creates a value that is not there yet'
 
 
 def _commit_id_of(entry: Entry) -> str | None:
@@ -270,12 +517,15 @@ def _pending_review(state: RoleplayState, review_id: str, session_id: str) -> di
     for review in state["pending_reviews"]:
         if review["reviewId"] == review_id:
             return review
-    if any(r["reviewId"] == review_id for r in state["decided_reviews"]):
-        raise RoleplayValidationError(f"Session {session_id}: review {review_id} is already decided on this branch")
+    for review in state["decided_reviews"]:
+        if review["reviewId"] == review_id:
+            decided = "accepted" if review.get("decision") == "accept" else "rejected"
+            raise ReviewAlreadyDecided(
+                f"Session {session_id}: review {review_id} was already {decided} on this branch "
+                f"(entry {review.get('decisionEntryId')}); a decision is final"
+            )
     pending = ", ".join(r["reviewId"] for r in state["pending_reviews"]) or "none"
-    raise RoleplayValidationError(
-        f"Session {session_id}: no pending review {review_id} on the current branch (pending: {pending})"
-    )
+    raise ReviewNotFound(f"Session {session_id}: no review {review_id} on the current branch (pending: {pending})")
 
 
 def amend_review(
@@ -371,7 +621,12 @@ def create_checkpoint(
     ``extra`` fields are stored in the checkpoint's data alongside the state.
     """
     branch = _read_branch(provider, session_id)
-    data = make_checkpoint_data(branch["state"])  # refuses a branch without a character
+    if branch["state"]["character_id"] is None:
+        raise NoRoleplayCharacter(
+            f"Session {session_id}: no roleplay character on the current branch "
+            f"(leaf {branch['leaf_entry_id']}); nothing to checkpoint"
+        )
+    data = make_checkpoint_data(branch["state"])
     data.update(extra)
     return _append(
         provider,
