@@ -18,7 +18,7 @@ faces (admin, REST, ``rp``) render what they return.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from jsonpointer import escape as escape_pointer_part
@@ -190,28 +190,31 @@ def _decisions_by_entry(state: RoleplayState) -> dict[str, dict[str, Any]]:
     return {r["decisionEntryId"]: r for r in state["decided_reviews"] if "decisionEntryId" in r}
 
 
-def entries_by_id(path_entries: Sequence[Entry], wanted: Iterable[str]) -> dict[str, Entry]:
-    """The entries of ``path_entries`` whose ids are in ``wanted`` (one pass, no full index)."""
-    wanted_ids = set(wanted)
-    found: dict[str, Entry] = {}
-    if not wanted_ids:
-        return found
-    for entry in path_entries:
-        entry_id = entry.get("id")
-        if entry_id in wanted_ids:
-            found[entry_id] = entry
-            if len(found) == len(wanted_ids):
-                break
-    return found
+EntryLookup = Mapping[str, Entry]
 
 
-def provenance_records(path_entries: Sequence[Entry], state: RoleplayState) -> dict[str, ProvenanceRecord]:
-    """Every pointer of ``state["provenance"]`` → its record, ordered by pointer."""
+def entries_by_id(path_entries: Iterable[Entry]) -> dict[str, Entry]:
+    """id → entry for a path (the lookup the functions below take)."""
+    return {str(entry.get("id")): entry for entry in path_entries}
+
+
+def entry_ids_needed(state: RoleplayState) -> set[str]:
+    """The entries the views of ``state`` look up: provenance and incomplete-turn markers."""
+    needed = set(state["provenance"].values())
+    needed.update(t["entryId"] for t in state["incomplete_turns"] if isinstance(t.get("entryId"), str))
+    return needed
+
+
+def provenance_records(entries: EntryLookup, state: RoleplayState) -> dict[str, ProvenanceRecord]:
+    """Every pointer of ``state["provenance"]`` → its record, ordered by pointer.
+
+    ``entries`` maps ids to the path's entries (at least those provenance
+    names); an id it lacks is not on the path, a record of kind ``unknown``.
+    """
     provenance = state["provenance"]
-    found = entries_by_id(path_entries, provenance.values())
     decisions = _decisions_by_entry(state)
     return {
-        pointer: describe_entry(pointer, provenance[pointer], found.get(provenance[pointer]), decisions)
+        pointer: describe_entry(pointer, provenance[pointer], entries.get(provenance[pointer]), decisions)
         for pointer in sorted(provenance, key=_pointer_sort_key)
     }
 
@@ -321,15 +324,13 @@ def review_views(state: RoleplayState, *, include_decided: bool = False) -> list
     return views
 
 
-def incomplete_turn_views(path_entries: Sequence[Entry], state: RoleplayState) -> list[dict[str, Any]]:
+def incomplete_turn_views(entries: EntryLookup, state: RoleplayState) -> list[dict[str, Any]]:
     """Each incomplete turn (``turnId``, ``entryId`` of the status entry,
     ``reason``?) plus ``markedAt`` (that entry's timestamp) and
     ``repairTemplate``, the ``repair_turn`` proposal to fill in."""
-    turns = state["incomplete_turns"]
-    found = entries_by_id(path_entries, (t["entryId"] for t in turns if isinstance(t.get("entryId"), str)))
     views = []
-    for turn in turns:
-        marked = found.get(turn.get("entryId") or "")
+    for turn in state["incomplete_turns"]:
+        marked = entries.get(turn.get("entryId") or "")
         views.append(
             {
                 **turn,
@@ -389,12 +390,11 @@ def value_at(document: Any, pointer: str) -> Any:
     return document
 
 
-def applied_changes(
-    path_entries: Sequence[Entry], state: RoleplayState, start: int
-) -> list[tuple[str, Entry, list[dict[str, Any]]]]:
-    """``(entry_id, entry, ops)`` of every entry after index ``start`` whose
-    ops the reduction applied: commits, turn results and repairs of the
-    character (not skipped as a problem), and accepted reviews' decisions."""
+def applied_changes(segment: Sequence[Entry], state: RoleplayState) -> list[tuple[str, Entry, list[dict[str, Any]]]]:
+    """``(entry_id, entry, ops)`` of every entry of ``segment`` (a stretch of
+    the path ``state`` was reduced from) whose ops the reduction applied:
+    commits, turn results and repairs of the character (not skipped as a
+    problem), and accepted reviews' decisions."""
     character_id = state["character_id"]
     skipped = {p.get("entryId") for p in state["problems"] if p.get("code") in _SKIPPED_PROBLEMS}
     accepted = {
@@ -403,8 +403,7 @@ def applied_changes(
         if r.get("decision") == "accept" and "decisionEntryId" in r
     }
     changes: list[tuple[str, Entry, list[dict[str, Any]]]] = []
-    for index in range(start + 1, len(path_entries)):
-        entry = path_entries[index]
+    for entry in segment:
         kind = roleplay_entry_kind(entry)
         if kind not in ("turn", "commit", "repair", "review-decision"):
             continue
@@ -446,27 +445,27 @@ def _removed_by(
 
 
 class DiffSide(TypedDict):
-    path: Sequence[Entry]
     state: RoleplayState
+    entries: EntryLookup  # the side's path entries, at least those its provenance names
+    # The side's path after the common ancestor, loaded only when an item needs it.
+    after_ancestor: Callable[[], Sequence[Entry]]
 
 
-def diff_reduced(from_side: DiffSide, to_side: DiffSide, ancestor_index: int) -> DiffLists:
+def diff_reduced(from_side: DiffSide, to_side: DiffSide) -> DiffLists:
     """What differs between two reduced branches of one session.
 
-    ``ancestor_index`` is the index of the deepest entry both paths share
-    (-1 when none): entries up to it are common, so every difference was
-    made after it on one side or the other.
+    Entries up to the common ancestor are common to both paths, so every
+    difference was made after it, on one side or the other.
     """
     sides = (from_side, to_side)
-    records = [provenance_records(side["path"], side["state"]) for side in sides]
+    records = [provenance_records(side["entries"], side["state"]) for side in sides]
     decisions = [_decisions_by_entry(side["state"]) for side in sides]
     changes: list[list[tuple[str, Entry, list[dict[str, Any]]]] | None] = [None, None]
 
     def removed_by(side: int, pointer: str) -> ProvenanceRecord | None:
-        if changes[side] is None:
-            changes[side] = applied_changes(sides[side]["path"], sides[side]["state"], ancestor_index)
         found = changes[side]
-        assert found is not None
+        if found is None:
+            found = changes[side] = applied_changes(sides[side]["after_ancestor"](), sides[side]["state"])
         return _removed_by(pointer, found, decisions[side])
 
     old_doc, new_doc = from_side["state"]["state"], to_side["state"]["state"]

@@ -19,7 +19,7 @@ appends the automatic checkpoint as the compaction entry's child.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, TypedDict
 
 from sessiontree import services as tree_services
@@ -35,7 +35,15 @@ from sessiontree.services.hooks import HookEvent
 from . import inspection, schema
 from .errors import CharacterArchived, NoRoleplayCharacter, ReviewAlreadyDecided, ReviewNotFound
 from .inspection import DiffItem, ProvenanceRecord, StateRow
-from .reducer import PatchFailed, RoleplayIdentity, RoleplayState, apply_patch, make_checkpoint_data, reduce_branch
+from .reducer import (
+    PatchFailed,
+    RoleplayIdentity,
+    RoleplayState,
+    apply_patch,
+    make_checkpoint_data,
+    reduce_branch,
+    reduce_branch_from_ids,
+)
 from .schema import RoleplayValidationError
 
 __all__ = [
@@ -99,9 +107,14 @@ def inspect_state(
     """The roleplay state at the session's leaf, or at ``leaf_entry_id`` (any entry, any branch).
 
     Reading never moves the leaf. ``character_id`` overrides the branch's own
-    identity (to look at another character's entries on the same path).
+    identity (to look at another character's entries on the same path). One
+    consistent read that loads only the entries the reduction needs: the
+    head up to the identity's lock and the tail from the latest checkpoint.
     """
-    return _read_branch(provider, session_id, leaf_entry_id, character_id=character_id)["state"]
+    with provider.read(session_id) as view, gc_paused():
+        leaf = view.state.leaf_entry_id if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+        state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf), view.entries, character_id)
+    return state
 
 
 def list_reviews(
@@ -166,7 +179,9 @@ class StateDetail(TypedDict):
     rows: list[StateRow]
     provenance: dict[str, ProvenanceRecord]
     events: list[Any]
+    events_total: int
     memories: list[Any]
+    memories_total: int
     pending_reviews: list[dict[str, Any]]
     decided_reviews: list[dict[str, Any]]
     incomplete_turns: list[dict[str, Any]]
@@ -211,12 +226,40 @@ def _path_ids(view: Any, session_id: str, leaf_entry_id: str | None) -> list[str
         raise EntryNotFound(f"Entry {leaf_entry_id} not found in session {session_id}") from None
 
 
+class _ReadBranch(TypedDict):
+    ids: list[str]
+    state: RoleplayState
+    entries: dict[str, Entry]  # the path's entries the views need (and more), by id
+
+
+def _reduce_in_view(
+    view: Any,
+    session_id: str,
+    leaf_entry_id: str | None,
+    character_id: str | None,
+    cache: dict[str, Entry],
+) -> _ReadBranch:
+    """Reduce the path to ``leaf_entry_id`` inside one consistent read, loading
+    only what the reduction and the views need (``reduce_branch_from_ids``)."""
+    ids = _path_ids(view, session_id, leaf_entry_id)
+    state, _ = reduce_branch_from_ids(ids, view.entries, character_id, cache=cache)
+    on_path = set(ids)
+    missing = [i for i in inspection.entry_ids_needed(state) if i in on_path and i not in cache]
+    if missing:
+        for entry in view.entries(missing):
+            cache[str(entry.get("id"))] = entry
+    entries = {i: cache[i] for i in inspection.entry_ids_needed(state) if i in on_path}
+    return {"ids": ids, "state": state, "entries": entries}
+
+
 def inspect_state_detail(
     provider: SessionTreeProvider,
     session_id: str,
     *,
     leaf_entry_id: str | _Unset | None = UNSET,
     character_id: str | None = None,
+    max_events: int | None = None,
+    max_memories: int | None = None,
 ) -> StateDetail:
     """The state at the session's leaf, or at ``leaf_entry_id`` (any entry of
     any branch; ``None`` = the empty path), with everything a state panel shows.
@@ -227,22 +270,26 @@ def inspect_state_detail(
     correction's reason…); ``rows`` is the state as a flat list in document
     order, each row with the provenance covering it; ``pending_reviews`` and
     ``decided_reviews`` are ``list_reviews`` records; ``incomplete_turns``
-    add ``markedAt`` and a ``repairTemplate``. One consistent read; never
-    moves the leaf. ``SessionNotFound``/``EntryNotFound`` (404, exit 3).
+    add ``markedAt`` and a ``repairTemplate``. ``max_events``/``max_memories``
+    keep only the latest ones (``events_total``/``memories_total`` count
+    them all). One consistent read that loads only the entries the reduction
+    needs (from the latest checkpoint); never moves the leaf.
+    ``SessionNotFound``/``EntryNotFound`` (404, exit 3).
     """
     with provider.read(session_id) as view, gc_paused():
         session_leaf = view.state.leaf_entry_id
         leaf = session_leaf if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
-        path = view.entries(_path_ids(view, session_id, leaf))
-    state = reduce_branch(path, character_id)
-    records = inspection.provenance_records(path, state)
+        branch = _reduce_in_view(view, session_id, leaf, character_id, {})
+    state, entries = branch["state"], branch["entries"]
+    records = inspection.provenance_records(entries, state)
     views = inspection.review_views(state, include_decided=True)
+    events, memories = state["events"], state["memories"]
     return {
         "session_id": session_id,
         "leaf_entry_id": leaf,
         "session_leaf_entry_id": session_leaf,
         "at_session_leaf": leaf == session_leaf,
-        "path_length": len(path),
+        "path_length": len(branch["ids"]),
         "character_id": state["character_id"],
         "identity": state["identity"],
         "revision": state["revision"],
@@ -250,11 +297,13 @@ def inspect_state_detail(
         "state": state["state"],
         "rows": inspection.state_rows(state["state"], records),
         "provenance": records,
-        "events": state["events"],
-        "memories": state["memories"],
+        "events": events if max_events is None else events[len(events) - max(max_events, 0) :],
+        "events_total": len(events),
+        "memories": memories if max_memories is None else memories[len(memories) - max(max_memories, 0) :],
+        "memories_total": len(memories),
         "pending_reviews": [v for v in views if v["status"] == "pending"],
         "decided_reviews": [v for v in views if v["status"] != "pending"],
-        "incomplete_turns": inspection.incomplete_turn_views(path, state),
+        "incomplete_turns": inspection.incomplete_turn_views(entries, state),
         "archived": state["archived"],
         "archive": state["archive"],
         "last_commit_id": state["last_commit_id"],
@@ -300,44 +349,55 @@ def diff_states(
 
     Each side resolves its own character unless ``character_id`` is given;
     two different characters are refused (``RoleplayValidationError``).
-    ``SessionNotFound``/``EntryNotFound`` (404, exit 3) for unknown ids.
+    ``SessionNotFound``/``EntryNotFound`` (404, exit 3) for unknown ids. One
+    consistent read; entries both paths share are loaded once, and only
+    those the two reductions need (each from its latest checkpoint).
     """
     with provider.read(session_id) as view, gc_paused():
         session_leaf = view.state.leaf_entry_id
         ends = [session_leaf if isinstance(e, _Unset) else e for e in (from_entry_id, to_entry_id)]
-        from_ids, to_ids = (_path_ids(view, session_id, end) for end in ends)
-        shared = _common_prefix_length(from_ids, to_ids)
-        # One fetch for both paths: the shared prefix is read once.
-        loaded = view.entries(from_ids + to_ids[shared:])
-    from_path = loaded[: len(from_ids)]
-    to_path = loaded[:shared] + loaded[len(from_ids) :]
-    from_state = reduce_branch(from_path, character_id)
-    to_state = reduce_branch(to_path, character_id)
-    characters = sorted({s["character_id"] for s in (from_state, to_state) if s["character_id"] is not None})
-    if len(characters) > 1:
-        raise RoleplayValidationError(
-            f"Session {session_id}: the two entries have different characters ({', '.join(characters)}); "
-            "name the character to compare"
-        )
-    lists = inspection.diff_reduced(
-        {"path": from_path, "state": from_state}, {"path": to_path, "state": to_state}, shared - 1
-    )
+        cache: dict[str, Entry] = {}
+        sides = [_reduce_in_view(view, session_id, end, character_id, cache) for end in ends]
+        shared = _common_prefix_length(sides[0]["ids"], sides[1]["ids"])
+        states = [side["state"] for side in sides]
+        characters = sorted({s["character_id"] for s in states if s["character_id"] is not None})
+        if len(characters) > 1:
+            raise RoleplayValidationError(
+                f"Session {session_id}: the two entries have different characters ({', '.join(characters)}); "
+                "name the character to compare"
+            )
 
-    def end(entry_id: str | None, path: list[Entry], state: RoleplayState) -> DiffEnd:
+        def after_ancestor(side: _ReadBranch) -> Callable[[], list[Entry]]:
+            def load() -> list[Entry]:
+                ids = side["ids"][shared:]
+                missing = [i for i in ids if i not in cache]
+                if missing:
+                    for entry in view.entries(missing):
+                        cache[str(entry.get("id"))] = entry
+                return [cache[i] for i in ids]
+
+            return load
+
+        lists = inspection.diff_reduced(
+            {"state": states[0], "entries": sides[0]["entries"], "after_ancestor": after_ancestor(sides[0])},
+            {"state": states[1], "entries": sides[1]["entries"], "after_ancestor": after_ancestor(sides[1])},
+        )
+
+    def end(entry_id: str | None, side: _ReadBranch) -> DiffEnd:
         return {
             "entry_id": entry_id,
-            "character_id": state["character_id"],
-            "revision": state["revision"],
-            "state_hash": state["state_hash"],
-            "path_length": len(path),
+            "character_id": side["state"]["character_id"],
+            "revision": side["state"]["revision"],
+            "state_hash": side["state"]["state_hash"],
+            "path_length": len(side["ids"]),
         }
 
     return {
         "session_id": session_id,
         "character_id": characters[0] if characters else None,
-        "common_ancestor_entry_id": from_ids[shared - 1] if shared else None,
-        "from": end(ends[0], from_path, from_state),
-        "to": end(ends[1], to_path, to_state),
+        "common_ancestor_entry_id": sides[0]["ids"][shared - 1] if shared else None,
+        "from": end(ends[0], sides[0]),
+        "to": end(ends[1], sides[1]),
         "changed": lists["changed"],
         "added": lists["added"],
         "removed": lists["removed"],

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from roleplay.inspection import (
     compare_documents,
     diff_reduced,
+    entries_by_id,
     provenance_records,
     records_for,
     state_rows,
@@ -94,14 +95,17 @@ def test_provenance_records_and_a_diff_from_plain_entries():
     left_path, right_path = tree.path(left), tree.path(right)
     left_state, right_state = reduce_branch(left_path), reduce_branch(right_path)
 
-    records = provenance_records(left_path, left_state)
+    records = provenance_records(entries_by_id(left_path), left_state)
     assert list(records) == ["/a", "/a/b"]
     assert records["/a"]["kind"] == "turn" and records["/a"]["commit_id"] == "commit-1"
     assert records["/a/b"]["kind"] == "correction" and records["/a/b"]["reason"] == "typo"
     assert [r["pointer"] for r in records_for(records, "/a")] == ["/a", "/a/b"]
     assert [r["pointer"] for r in records_for(records, "/a/c")] == ["/a"]
 
-    diff = diff_reduced({"path": left_path, "state": left_state}, {"path": right_path, "state": right_state}, 0)
+    diff = diff_reduced(
+        {"state": left_state, "entries": entries_by_id(left_path), "after_ancestor": lambda: left_path[1:]},
+        {"state": right_state, "entries": entries_by_id(right_path), "after_ancestor": lambda: right_path[1:]},
+    )
     [changed] = diff["changed"]
     [removed] = diff["removed"]
     assert diff["added"] == []
@@ -118,6 +122,6 @@ def test_a_provenance_entry_missing_from_the_path_is_unknown():
     path = tree.path(root)
     state = reduce_branch(path)
     state["provenance"]["/b"] = "feedf00d"  # as a hand-made checkpoint could carry
-    records = provenance_records(path, state)
+    records = provenance_records(entries_by_id(path), state)
     assert records["/b"]["kind"] == "unknown" and records["/b"]["entry_id"] == "feedf00d"
     assert records["/a"]["kind"] == "turn"

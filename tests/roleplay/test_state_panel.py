@@ -8,6 +8,7 @@ import pytest
 
 from roleplay import errors, service
 from roleplay.inspection import PROVENANCE_KINDS
+from roleplay.reducer import reduce_branch
 from roleplay.schema import RoleplayValidationError
 from sessiontree.core.errors import CATEGORIES, CONFLICT, NOT_FOUND, EntryNotFound, SessionNotFound
 
@@ -337,3 +338,40 @@ def test_error_categories_of_the_review_queue_on_a_real_branch(story):
     with pytest.raises(errors.NoRoleplayCharacter) as none:
         service.create_checkpoint(story.provider, story.session_id)
     assert (none.value.http_status, none.value.exit_code) == (409, 4)
+
+
+def test_provenance_and_markers_from_before_the_checkpoint_are_still_named(story):
+    # The reads load only the tail after the latest checkpoint; the entries
+    # provenance names further back are fetched by id.
+    ids = story.haircut_story()
+    correction = service.correct_state(
+        story.provider, story.session_id, {"op": "add", "path": "/location", "value": "inn", "reason": "at the inn"}
+    )
+    marked = story.mark_incomplete("turn-4")
+    checkpoint = service.create_checkpoint(story.provider, story.session_id)
+    for n in range(40):
+        story.user(f"line {n}")
+        story.assistant(f"reply {n}")
+    story.turn([add("/mood", "tired")], events=["Alice yawned"], commit_id="commit-late")
+
+    detail = service.inspect_state_detail(story.provider, story.session_id)
+    assert detail["checkpoint_entry_id"] == checkpoint["id"]
+    assert detail["provenance"]["/appearance"]["entry_id"] == ids["cut"]
+    assert detail["provenance"]["/appearance"]["kind"] == "turn"
+    assert detail["provenance"]["/location"]["entry_id"] == correction["id"]
+    assert detail["provenance"]["/location"]["reason"] == "at the inn"
+    assert detail["provenance"]["/mood"]["commit_id"] == "commit-late"
+    assert detail["incomplete_turns"][0]["markedAt"] == story.entry(marked)["timestamp"]
+    # The same as reducing the whole path.
+    whole = reduce_branch(story.provider.get_active_path(story.session_id))
+    assert (detail["state"], detail["revision"], detail["state_hash"]) == (
+        whole["state"],
+        whole["revision"],
+        whole["state_hash"],
+    )
+    assert service.inspect_state(story.provider, story.session_id) == whole
+
+    limited = service.inspect_state_detail(story.provider, story.session_id, max_events=1, max_memories=0)
+    assert limited["events"] == ["Alice yawned"] and limited["events_total"] == 2
+    assert detail["events"] == ["Alice cut her hair", "Alice yawned"]
+    assert limited["memories"] == [] and limited["memories_total"] == 0
