@@ -7,9 +7,18 @@ entries, all or none) through the operations layer
 (``sessiontree.services.entries``, audited with the caller's ``actor`` and
 ``channel``) as a child of the leaf that was read (``expected_leaf_id``), so
 a leaf moved meanwhile by someone else gives ``LeafConflict`` instead of a
-commit on the wrong branch. Bad input raises ``RoleplayValidationError`` and
-appends nothing. REST views, admin pages and the ``rp`` command call these
-functions and nothing below them.
+commit on the wrong branch. Bad input raises ``RoleplayValidationError``,
+an unknown review ``ReviewNotFound``, a decided one ``ReviewAlreadyDecided``
+(``roleplay/errors.py`` gives each its category); nothing is appended then.
+REST views, admin pages and the ``rp`` command call these functions and
+nothing below them.
+
+The reads the faces render — ``inspect_state_detail`` (the state panel, with
+provenance made readable), ``diff_states`` (two entries compared),
+``list_reviews``/``get_review`` (the review queue) — are one consistent read
+each, and load only the entries the reduction needs
+(``reducer.reduce_branch_from_ids``); ``roleplay/inspection.py`` builds the
+views.
 
 Navigation and forks are not roleplay writes: ``history_goto`` and
 ``history_fork`` delegate to ``sessiontree.services`` and only report the
