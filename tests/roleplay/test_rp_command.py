@@ -494,3 +494,14 @@ def test_the_readme_examples_work_on_the_demo_data(db, kind):
     after = service.inspect_state_detail(provider, "demo-roleplay-1")
     assert after["revision"] == before["revision"] + sum(args[1:3] == ["state", "correct"] for args in lines)
     assert after["provenance"]["/location"]["kind"] == "correction"
+
+
+def test_inspect_and_diff_for_a_named_character(story):
+    ids = story.haircut_story()
+    assert rp_json(story.session_id, "inspect", "state", "--character", "alice")["revision"] == 1
+    other, _ = rp(story.session_id, "inspect", "state", "--character", "bob")
+    assert other.startswith("Character bob, revision 0,")
+    detail = rp_json(story.session_id, "inspect", "state", "--provenance", "--character", "bob")
+    assert detail["character_id"] == "bob" and detail["rows"] == []
+    diff = rp_json(story.session_id, "state", "diff", ids["reply"], "leaf", "--character", "bob")
+    assert diff["character_id"] == "bob" and diff["changed"] == diff["added"] == diff["removed"] == []
