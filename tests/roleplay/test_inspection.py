@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import jsonpatch
 from hypothesis import given, settings
@@ -125,3 +129,17 @@ def test_a_provenance_entry_missing_from_the_path_is_unknown():
     records = provenance_records(entries_by_id(path), state)
     assert records["/b"]["kind"] == "unknown" and records["/b"]["entry_id"] == "feedf00d"
     assert records["/a"]["kind"] == "turn"
+
+
+def test_the_pure_roleplay_modules_import_no_django():
+    code = (
+        "import sys\n"
+        "import roleplay.errors, roleplay.inspection, roleplay.reducer, roleplay.schema\n"
+        "print(sorted(m for m in sys.modules if m == 'django' or m.startswith('django.')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
