@@ -295,13 +295,15 @@ def _entries_at(session_pk: int, seqs: list[int]) -> dict[int, Entry]:
 
 
 def _skeleton(session_pk: int) -> tuple[dict[str, str | None], dict[str, int]]:
-    """(entry id → parent id, entry id → entry_seq) for the whole session,
-    read from one covering index (``entry_skeleton_idx``)."""
+    """(entry id → parent id, entry id → entry_seq) for the whole session in
+    append order (children keep their order, as in a file), read from one
+    covering index (``entry_skeleton_idx``)."""
     parents: dict[str, str | None] = {}
     seqs: dict[str, int] = {}
     with connection.cursor() as cursor, gc_paused():
         cursor.execute(
-            f"SELECT entry_id, parent_entry_id, entry_seq FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s",
+            f"SELECT entry_id, parent_entry_id, entry_seq FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
+            "ORDER BY entry_seq",
             [session_pk],
         )
         for entry_id, parent_id, seq in cursor.fetchall():
