@@ -211,9 +211,14 @@ class TreeWindow:
 
 
 def _line(
-    skeleton: TreeSkeleton, start_id: str, prefer: frozenset[str] | set[str], limit: int | None = None
+    skeleton: TreeSkeleton,
+    start_id: str,
+    prefer: frozenset[str] | set[str],
+    limit: int | None = None,
+    then: frozenset[str] | set[str] = frozenset(),
 ) -> list[str]:
-    """From ``start_id`` down: at each step the preferred child, else the first."""
+    """From ``start_id`` down: at each step the child in ``prefer`` (the
+    active path), else the one in ``then`` (the way to a focused entry), else the first."""
     ids = [start_id]
     seen = {start_id}
     current = start_id
@@ -221,7 +226,7 @@ def _line(
         kids = skeleton.children.get(current)
         if not kids:
             break
-        current = next((kid for kid in kids if kid in prefer), kids[0])
+        current = next((kid for kid in kids if kid in prefer), next((kid for kid in kids if kid in then), kids[0]))
         if current in seen:  # pragma: no cover - children come from a parent map: no cycle reaches here
             break
         seen.add(current)
@@ -234,7 +239,6 @@ class _Layout:
         self.skeleton = skeleton
         self.focus_id = focus_id if focus_id in skeleton.parent else None
         self.focus_path: set[str] = set(skeleton.path_to(self.focus_id)) if self.focus_id else set()
-        self.prefer = skeleton.active | self.focus_path
         self.budget = MAX_ROWS
 
     def entry_row(self, entry_id: str, level: int) -> TreeRow:
@@ -284,7 +288,7 @@ class _Layout:
 
     def line_rows(self, start_id: str, level: int, *, main: bool = False) -> list[TreeRow]:
         """The rows of the line from ``start_id``: kept entries, folded branches, runs."""
-        ids = _line(self.skeleton, start_id, self.prefer)
+        ids = _line(self.skeleton, start_id, self.skeleton.active, then=self.focus_path)
         keep = self._important(ids, main=main)
         rows: list[TreeRow] = []
         index = 0
@@ -321,7 +325,8 @@ class _Layout:
         roots = sk.children.get(None, [])
         if not roots:
             return []
-        main = next((root for root in roots if root in self.prefer), roots[0])
+        in_focus = next((root for root in roots if root in self.focus_path), roots[0])
+        main = next((root for root in roots if root in sk.active), in_focus)
         rows = [self.branch_row(root, 1) for root in roots if root != main]
         rows.extend(self.line_rows(main, 0, main=True))
         return rows
@@ -414,7 +419,7 @@ def run_window(
             raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
         layout = _Layout(skeleton, None)
         # One entry past the run: the line goes on there, so it is not a branch.
-        line = _line(skeleton, entry_id, layout.prefer, limit=max(1, count) + 1)
+        line = _line(skeleton, entry_id, skeleton.active, limit=max(1, count) + 1)
         ids = line[: max(1, count)]
         rows: list[TreeRow] = []
         for index in range(min(len(ids), RUN_CHUNK)):
