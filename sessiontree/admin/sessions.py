@@ -395,7 +395,12 @@ class AgentSessionAdmin(admin.ModelAdmin):
             {"row": fork, "depth": fork.level - base_level, "indent": (fork.level - base_level - 1) * 1.5}
             for fork in descendants
         ]
-        audit = list(AuditRecord.objects.filter(session_id=row.session_id).select_related("user")[:AUDIT_ROWS])
+        audit = list(AuditRecord.objects.filter(session_id=row.session_id)[:AUDIT_ROWS])
+        for record in audit:
+            detail = record.detail if isinstance(record.detail, dict) else {"detail": record.detail}
+            record.detail_items = [  # type: ignore[attr-defined]
+                (key, value if isinstance(value, str) else to_json(value)) for key, value in detail.items()
+            ]
         return {"ancestors": ancestors, "forks": forks, "audit_records": audit, "audit_limit": AUDIT_ROWS}
 
     def _page_context(self, request: HttpRequest, row: AgentSession, title: str) -> dict[str, Any]:
