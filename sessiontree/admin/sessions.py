@@ -447,7 +447,6 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "skeleton": skeleton,
                 "leaf_entry_id": skeleton.leaf_entry_id,
                 "expected_leaf": skeleton.leaf_entry_id or NO_LEAF,
-                "tips": _tips(skeleton),
                 "compacted_count": len(skeleton.compacted_by),
                 "compact_form": CompactForm(),
             }
@@ -640,10 +639,7 @@ def _brief(entry: Any) -> dict[str, Any]:
 
 
 def _tips(skeleton: Any) -> list[dict[str, Any]]:
-    tips = skeleton.tips
-    return [
-        {"id": tip, "depth": skeleton.depth.get(tip, 0), "is_leaf": tip == skeleton.leaf_entry_id} for tip in tips[:200]
-    ]
+    return [{"id": tip, "is_leaf": tip == skeleton.leaf_entry_id} for tip in skeleton.tips[:200]]
 
 
 def _match_row(entry: Any, matches: Any) -> dict[str, Any]:

@@ -17,11 +17,11 @@ import orjson
 from sessiontree.core.compaction import estimate_context_tokens, estimate_tokens
 from sessiontree.core.context_builder import build_context_from_path, entry_to_message
 from sessiontree.core.errors import EntryNotFound, InvalidEntry
-from sessiontree.core.path import resolve_latest_labels, walk_path
+from sessiontree.core.path import walk_path
 from sessiontree.core.types import Entry, LabelInfo, SessionContext
 from sessiontree.providers.base import SessionTreeProvider
 
-from .tree_window import _normalize
+from .tree_window import read_shape
 
 # Context steps shown in full at most; longer contexts show their two ends.
 MAX_STEPS = 400
@@ -92,15 +92,16 @@ def entry_context(provider: SessionTreeProvider, session_id: str, entry_id: str)
     """``entry_id`` in full, its path, label, children, and the context with it as the leaf."""
     with provider.read(session_id) as view:
         state = view.state
-        _order, parent = _normalize(view.parents())
+        shape = read_shape(view)
+        parent = shape.parent
         if entry_id not in parent:
             raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
         path_ids = walk_path(entry_id, parent)
         path = view.entries(path_ids)
-        labels = resolve_latest_labels(view.all_entries(types=("label",)))
+        labels = shape.labels
         leaf_id = state.leaf_entry_id
         active = set(walk_path(leaf_id, parent)) if leaf_id is not None and leaf_id in parent else set()
-    children = [kid for kid, parent_id in parent.items() if parent_id == entry_id]
+    children = list(shape.children.get(entry_id, ()))
     context = build_context_from_path(path)
     steps, compaction_id = context_steps(path, context)
     shown, hidden = _shorten_steps(steps)
@@ -163,7 +164,7 @@ def _side(leaf_id: str, path: list[Entry], common_index: int) -> BranchSide:
 def compare_leaves(provider: SessionTreeProvider, session_id: str, a: str, b: str) -> LeafComparison:
     """Where the paths to ``a`` and ``b`` part, what each has since, and what each costs."""
     with provider.read(session_id) as view:
-        _order, parent = _normalize(view.parents())
+        parent = read_shape(view).parent
         for entry_id in (a, b):
             if entry_id not in parent:
                 raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
@@ -236,8 +237,9 @@ def find_entries(
     needle = text.strip().casefold()
     with provider.read(session_id) as view:
         state = view.state
-        _order, parent = _normalize(view.parents())
-        labels = resolve_latest_labels(view.all_entries(types=("label",)))
+        shape = read_shape(view)
+        parent = shape.parent
+        labels = shape.labels
         if show == "labelled":
             ids = [entry_id for entry_id in parent if entry_id in labels]
             candidates = view.entries(ids)
