@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
@@ -281,13 +281,15 @@ class AgentSessionAdmin(admin.ModelAdmin):
             failed: list[str] = []
             for row in rows:
                 try:
-                    self.log_deletions(request, AgentSession.objects.filter(pk=row.pk))
                     services.sessions.delete_session(
                         session_id=row.session_id, actor=request.user, channel=CHANNEL, hard=True
                     )
                 except SessionTreeError as exc:
                     failed.append(f"{row.session_id} ({exc.code}: {exc})")
                     continue
+                # Logged once it is gone (from the row still in memory): a refused
+                # deletion leaves no "deleted" entry in the history.
+                self.log_deletions(request, cast(Any, [row]))
                 deleted.append(row.session_id)
             if deleted:
                 self.message_user(request, f"Deleted for good {len(deleted)}: {', '.join(deleted)}.", messages.SUCCESS)

@@ -212,3 +212,19 @@ def test_hard_delete_confirms_on_djangos_page_then_deletes_for_good(moderator, b
         assert not get_provider("file").path_for(branched.session_id).exists()
     assert AuditRecord.objects.filter(operation="hard_delete_session", session_id=branched.session_id).exists()
     assert LogEntry.objects.filter(action_flag=DELETION, object_repr=str(branched)).exists()
+
+
+def test_a_refused_hard_delete_is_reported_and_not_logged(moderator):
+    moderator.user_permissions.add(Permission.objects.get(codename="hard_delete_session"))
+    client = Client()
+    client.force_login(moderator)
+    row = build(build_coding_1, "stuck", "file")
+    path = get_provider("file").path_for("stuck")
+    path.unlink()
+    path.mkdir()  # a folder where the file should be: nothing may be deleted
+
+    response = post_action(client, "delete_selected", row, post="yes")
+
+    assert "Not deleted: stuck (corrupt_session_tree" in response.content.decode()
+    assert AgentSession.objects.filter(pk=row.pk).exists()
+    assert not LogEntry.objects.filter(action_flag=DELETION).exists()
