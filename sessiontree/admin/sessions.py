@@ -117,6 +117,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
     form = AgentSessionForm
     list_display = (
         "title_or_first_message",
+        "tree_link",
         "agent",
         "user_id",
         "provider",
@@ -127,7 +128,6 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "started",
         "last_activity",
         "parent_link",
-        "tree_link",
     )
     list_display_links = ("title_or_first_message",)
     list_filter = ("provider", "status", "agent", HasCompactionFilter, HasBranchesFilter, IsForkFilter)
@@ -135,6 +135,9 @@ class AgentSessionAdmin(admin.ModelAdmin):
     list_select_related = ("agent", "parent")
     list_per_page = 50
     actions = ("archive_selected", "restore_selected", "soft_delete_selected", "delete_selected")
+
+    class Media:
+        css = {"all": ("sessiontree/tree.css",)}
     # The tree and its storage are the provider's: never edited from a form.
     # Status changes (archive, delete) are moderation actions of their own.
     readonly_fields = (
