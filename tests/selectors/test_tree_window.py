@@ -260,3 +260,19 @@ def test_unknown_entries_are_not_found(provider):  # noqa: F811
         tw.branch_window(provider, "sel", "nope")
     with pytest.raises(InvalidEntry):
         find_entries(provider, "sel", show="everything")
+
+
+def test_the_kept_shape_follows_appends_labels_and_leaf_moves(provider):  # noqa: F811
+    ids = build_branched(provider)
+    tw.tree_window(provider, "sel")  # the shape is kept from here on
+
+    new = provider.append_message("sel", {"role": "user", "content": "one more"})
+    provider.append_label_change("sel", ids["root"], "start")
+    after_append = tw.tree_window(provider, "sel")
+    provider.switch_leaf("sel", ids["left"])
+    after_move = tw.tree_window(provider, "sel")
+
+    rows = {row.entry_id: row for row in after_append.entry_rows}
+    assert new["id"] in rows and rows[ids["root"]].label == "start"
+    assert after_move.skeleton.leaf_entry_id == ids["left"]
+    assert [r.entry_id for r in after_move.entry_rows if r.on_active_path] == [ids["root"], ids["answer"], ids["left"]]
