@@ -138,6 +138,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
     class Media:
         css = {"all": ("sessiontree/tree.css",)}
+
     # The tree and its storage are the provider's: never edited from a form.
     # Status changes (archive, delete) are moderation actions of their own.
     readonly_fields = (
