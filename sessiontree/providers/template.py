@@ -35,6 +35,7 @@ from sessiontree.core.errors import (
     EntryNotFound,
     ImmutableEntry,
     InvalidEntry,
+    InvalidTree,
     LeafConflict,
     SessionClosed,
     SessionNotFound,
@@ -189,6 +190,30 @@ class SessionWriter:
         self.check_expected_leaf(expected_leaf_id)
         self._txn.set_leaf(None)
 
+    def copy_entry(self, entry: Any) -> Entry:
+        """Store an entry copied from elsewhere (a Pi file being imported)
+        as it is: its own id and ``parentId``, any type, unknown fields kept.
+
+        Unlike ``append`` it may hang from any entry: when its parent is not
+        the leaf (a branch in the source) the leaf moves to the parent first;
+        afterwards the entry is the leaf. A parent the session does not hold
+        makes it a root, as every reader treats such an entry."""
+        self.check_writable()
+        self.check_no_in_flight()
+        check_copied_entries([entry])  # a JSON object with a usable string id
+        entry_id = entry["id"]
+        parent_id = entry.get("parentId")
+        named = [entry_id, parent_id] if isinstance(parent_id, str) else [entry_id]
+        known = self._txn.known_ids(named)
+        if entry_id in known:
+            raise InvalidTree(f"Duplicate entry id {entry_id} in session {self.session_id}")
+        if parent_id != self.leaf_entry_id:
+            self._txn.set_leaf(parent_id if isinstance(parent_id, str) and parent_id in known else None)
+        line, stored = encode_checked(entry)
+        inserted = self._txn.insert(stored, line=line)
+        self.written.append(inserted)
+        return inserted
+
 
 class _AssumingAbsent(dict[str, Any]):
     """``known_ids`` plus one generated id taken as absent: the storage makes
@@ -273,10 +298,13 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         for entry in copied:
             encode_checked(entry)
         session_id = meta.validate_session_id(session_id) if session_id is not None else new_session_id()
+        # An imported header keeps its own creation time.
+        timestamp = (header_extra or {}).get("timestamp")
         header = new_session_header(
             session_id,
             cwd=cwd or "",
             parent_session=parent_session_ref or parent_session_id,
+            timestamp=timestamp if isinstance(timestamp, str) and timestamp else None,
             extra=header_extra,
         )
         row_fields = {
