@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any
 
 from sessiontree.models import AgentSession
-
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.providers.template import SessionWriter

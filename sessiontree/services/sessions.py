@@ -332,9 +332,7 @@ def refresh_session(
     provider = provider_for(provider, session_id)
     row = meta.get_row(session_id, provider=provider.kind)
     current = _stored_tree(provider, session_id, row)
-    changes = {
-        name: (getattr(row, name), value) for name, value in current.items() if getattr(row, name) != value
-    }
+    changes = {name: (getattr(row, name), value) for name, value in current.items() if getattr(row, name) != value}
     if not isinstance(title, _Unset) and title != row.title:
         changes["title"] = (row.title, title)
     if not changes:

@@ -60,6 +60,7 @@ from .pi_files import (
     FileStat,
     HeaderProbe,
     TailInfo,
+    check_replaceable,
     folder_lock,
     hash_prefix,
     header_version,
@@ -71,6 +72,7 @@ from .pi_files import (
     quick_scan,
     read_header,
     title_of,
+    write_atomically,
 )
 
 logger = logging.getLogger(__name__)
@@ -327,14 +329,14 @@ def _file_tasks(folder: Path, options: SyncOptions, report: SyncReport) -> list[
     for path in iter_session_files(folder):
         shown = _shown(path, folder)
         try:
-            probe: HeaderProbe = read_header(path)
+            found: HeaderProbe = read_header(path)
         except SessionTreeError as exc:
             report.results.append(FileResult(shown, FAILED, reason=_line(exc), code=exc.code, exit_code=exc.exit_code))
             continue
-        if probe.header is None:
-            report.results.append(FileResult(shown, SKIPPED, reason=probe.reason))
+        if found.header is None:
+            report.results.append(FileResult(shown, SKIPPED, reason=found.reason))
             continue
-        session_id = probe.header["id"]
+        session_id = found.header["id"]
         try:
             meta.validate_session_id(session_id)
         except InvalidSessionId:
@@ -353,15 +355,19 @@ def _file_tasks(folder: Path, options: SyncOptions, report: SyncReport) -> list[
             )
             continue
         first_of[session_id] = path
-        probes.append(Probe(path, probe.header, probe.stat))
+        probes.append(Probe(path, found.header, found.stat))
 
     work = _index_file if options.mode == "index" else _import_file
     levels: dict[int, list[Task]] = {}
     for probe, level in _levels(probes):
-        levels.setdefault(level, []).append(
-            _guarded(probe.path, folder, lambda result, p=probe: work(p, options, result))  # type: ignore[misc]
-        )
+        levels.setdefault(level, []).append(_guarded(probe.path, folder, _bind(work, probe, options)))
     return [levels[level] for level in sorted(levels)]
+
+
+def _bind(
+    work: Callable[[Probe, SyncOptions, FileResult], FileResult], probe: Probe, options: SyncOptions
+) -> Callable[[FileResult], FileResult]:
+    return lambda result: work(probe, options, result)
 
 
 def _parent_id(header: dict[str, Any], known: Iterable[str]) -> str | None:
@@ -596,8 +602,13 @@ def _import_file(probe: Probe, options: SyncOptions, result: FileResult) -> File
             return _import_again(fd, probe, st, mark, row, options, result)
         if mark is not None and mark.session_id != session_id:
             return _rewritten(
-                fd, probe, st, mark, options, result, f"rewritten: it now holds session {session_id}, "
-                f"it held {mark.session_id} when imported"
+                fd,
+                probe,
+                st,
+                mark,
+                options,
+                result,
+                f"rewritten: it now holds session {session_id}, it held {mark.session_id} when imported",
             )
         if row is not None:
             other = SyncedFile.objects.filter(mode="import", session_id=session_id).exclude(path_key=path_key(path))
@@ -734,8 +745,14 @@ def _import_again(
             continue
         if mark.version < CURRENT_SESSION_VERSION:
             return _rewritten(
-                fd, probe, st, mark, options, result, "rewritten: a v1/v2 file grew after its import "
-                "(its entry ids were made up at import, so a tail cannot be matched)"
+                fd,
+                probe,
+                st,
+                mark,
+                options,
+                result,
+                "rewritten: a v1/v2 file grew after its import "
+                "(its entry ids were made up at import, so a tail cannot be matched)",
             )
         if row.entry_count != mark.session_entry_count and not wrote:
             raise LeafConflict(
@@ -890,7 +907,7 @@ def _export_session(row: AgentSession, target: Path, options: SyncOptions, resul
     if current is not None:
         existing = target.read_bytes()
         if existing != data:
-            _check_replaceable(existing, row.session_id, {entry["id"] for entry in entries})
+            check_replaceable(existing, row.session_id, {entry["id"] for entry in entries})
     if current is not None and target.read_bytes() == data:
         result.action, result.entries = UNCHANGED, 0
     elif options.dry_run:
@@ -918,49 +935,3 @@ def _export_session(row: AgentSession, target: Path, options: SyncOptions, resul
             },
         )
     return result
-
-
-def _check_replaceable(existing: bytes, session_id: str, ids: set[str]) -> None:
-    """Refuse to replace a file holding anything the export would lose."""
-    scanned = scan_session_bytes(existing)
-    if scanned.header is None:
-        if existing.strip():
-            raise LeafConflict("the file there is not a Pi session file; not replaced")
-        return
-    if scanned.header.get("id") != session_id:
-        raise LeafConflict(f"the file there holds session {scanned.header.get('id')}; not replaced")
-    lacking = [entry.get("id") for entry in scanned.entries if entry.get("id") not in ids]
-    if lacking:
-        example = next((str(i) for i in lacking if isinstance(i, str)), "an entry without an id")
-        raise LeafConflict(
-            f"the file there holds {len(lacking)} entries the database lacks (e.g. {example}); not replaced"
-        )
-
-
-def write_atomically(target: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``target``, flush it to disk
-    and rename it over ``target``: readers see the old file or the new one,
-    never a part."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        tmp.unlink(missing_ok=True)
-        raise
-    os.close(fd)
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(target.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)

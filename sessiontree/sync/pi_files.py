@@ -15,6 +15,7 @@ import hashlib
 import os
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ import orjson
 from sessiontree.core.errors import LeafConflict, StorageUnavailable
 from sessiontree.core.pi_session_file import gc_paused, is_session_header
 from sessiontree.core.types import Entry
+from sessiontree.core.verify import scan_session_bytes
 
 CHUNK_BYTES = 8 * 1024 * 1024
 # A batch is one transaction: what a huge file costs in memory at a time.
@@ -332,9 +334,60 @@ def folder_lock(folder: Path) -> Iterator[Path]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            raise SyncBusy(f"Another sync of {folder} is running (pid {holder}); try again when it has finished") from None
+            raise SyncBusy(
+                f"Another sync of {folder} is running (pid {holder}); try again when it has finished"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield lock_path
     finally:
         os.close(fd)
+
+
+# --- writing Pi files ---------------------------------------------------------------------
+
+
+def check_replaceable(existing: bytes, session_id: str, ids: set[str]) -> None:
+    """Refuse to replace a file holding anything the export would lose."""
+    scanned = scan_session_bytes(existing)
+    if scanned.header is None:
+        if existing.strip():
+            raise LeafConflict("the file there is not a Pi session file; not replaced")
+        return
+    if scanned.header.get("id") != session_id:
+        raise LeafConflict(f"the file there holds session {scanned.header.get('id')}; not replaced")
+    lacking = [entry.get("id") for entry in scanned.entries if entry.get("id") not in ids]
+    if lacking:
+        example = next((str(i) for i in lacking if isinstance(i, str)), "an entry without an id")
+        raise LeafConflict(
+            f"the file there holds {len(lacking)} entries the database lacks (e.g. {example}); not replaced"
+        )
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``target``, flush it to disk
+    and rename it over ``target``: readers see the old file or the new one,
+    never a part."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -75,8 +75,14 @@ def branched_entries() -> list[dict]:
     appends), a label, a session name, a tool call, a Pi 1.x entry type the
     kernel does not model and an unknown field."""
     return [
-        {"type": "model_change", "id": "m0000001", "parentId": None, "timestamp": ts(0), "provider": "anthropic",
-         "modelId": "claude-sonnet-4-5"},
+        {
+            "type": "model_change",
+            "id": "m0000001",
+            "parentId": None,
+            "timestamp": ts(0),
+            "provider": "anthropic",
+            "modelId": "claude-sonnet-4-5",
+        },
         user("u0000001", "m0000001", "hello", 1),
         assistant("a0000001", "u0000001", "let me look", 2, calls=("call_1",)),
         tool_result("t0000001", "a0000001", "call_1", 3),
@@ -85,10 +91,22 @@ def branched_entries() -> list[dict]:
         # Pi's branch(): back to the first user message's answer, then a new turn.
         user("u0000002", "u0000001", "no, differently", 6),
         assistant("a0000003", "u0000002", "sure", 7),
-        {"type": "label", "id": "l0000001", "parentId": "a0000003", "timestamp": ts(8), "targetId": "a0000001",
-         "label": "checkpoint"},
-        {"type": "usage", "id": "x0000001", "parentId": "l0000001", "timestamp": ts(9), "tokens": 42,
-         "futureField": {"kept": True}},
+        {
+            "type": "label",
+            "id": "l0000001",
+            "parentId": "a0000003",
+            "timestamp": ts(8),
+            "targetId": "a0000001",
+            "label": "checkpoint",
+        },
+        {
+            "type": "usage",
+            "id": "x0000001",
+            "parentId": "l0000001",
+            "timestamp": ts(9),
+            "tokens": 42,
+            "futureField": {"kept": True},
+        },
         {"type": "session_info", "id": "s0000002", "parentId": "x0000001", "timestamp": ts(10), "name": "Second try"},
     ]
 
@@ -118,10 +136,24 @@ def v1_objs(session_id: str) -> list[dict]:
     return [
         {"type": "session", "id": session_id, "timestamp": T0, "cwd": "/old", "provider": "openai"},
         {"type": "message", "timestamp": ts(1), "message": {"role": "user", "content": "one", "timestamp": 1}},
-        {"type": "message", "timestamp": ts(2), "message": {"role": "assistant", "content": [{"type": "text", "text": "two"}], "timestamp": 2}},
+        {
+            "type": "message",
+            "timestamp": ts(2),
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "two"}], "timestamp": 2},
+        },
         {"type": "message", "timestamp": ts(3), "message": {"role": "user", "content": "three", "timestamp": 3}},
-        {"type": "compaction", "timestamp": ts(4), "summary": "one and two", "firstKeptEntryIndex": 3, "tokensBefore": 100},
-        {"type": "message", "timestamp": ts(5), "message": {"role": "assistant", "content": [{"type": "text", "text": "four"}], "timestamp": 5}},
+        {
+            "type": "compaction",
+            "timestamp": ts(4),
+            "summary": "one and two",
+            "firstKeptEntryIndex": 3,
+            "tokensBefore": 100,
+        },
+        {
+            "type": "message",
+            "timestamp": ts(5),
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "four"}], "timestamp": 5},
+        },
     ]
 
 
@@ -130,7 +162,17 @@ def v2_objs(session_id: str) -> list[dict]:
     return [
         {"type": "session", "version": 2, "id": session_id, "timestamp": T0, "cwd": "/v2"},
         user("b0000001", None, "hi", 1),
-        {"type": "message", "id": "b0000002", "parentId": "b0000001", "timestamp": ts(2),
-         "message": {"role": "hookMessage", "customType": "note", "content": "from a hook", "display": True,
-                     "timestamp": 2}},
+        {
+            "type": "message",
+            "id": "b0000002",
+            "parentId": "b0000001",
+            "timestamp": ts(2),
+            "message": {
+                "role": "hookMessage",
+                "customType": "note",
+                "content": "from a hook",
+                "display": True,
+                "timestamp": 2,
+            },
+        },
     ]

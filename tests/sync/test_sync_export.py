@@ -124,7 +124,7 @@ def test_real_pi_fixtures_import_and_export_cleanly(db, tmp_path, name):
     context = build_session_context(back[1:])
     assert context == get_provider("mysql").build_context(session_id)
     # Every entry the source holds is in the export, unknown fields included.
-    assert [orjson.loads(orjson.dumps({k: v for k, v in e.items() if k not in ("id", "parentId", "firstKeptEntryId")}))
-            for e in back[1:]] == [
-        {k: v for k, v in e.items() if k not in ("firstKeptEntryIndex",)} for e in objs[1:]
-    ]
+    assert [
+        orjson.loads(orjson.dumps({k: v for k, v in e.items() if k not in ("id", "parentId", "firstKeptEntryId")}))
+        for e in back[1:]
+    ] == [{k: v for k, v in e.items() if k not in ("firstKeptEntryIndex",)} for e in objs[1:]]

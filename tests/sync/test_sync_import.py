@@ -239,8 +239,10 @@ def test_pi_directory_layout_and_lineage_by_path(db, tmp_path):
     child_path = pi.pi_path(sessions, "sess-child", cwd="/home/me/other")
     # The child sorts first and names its parent by Pi's file path.
     child_path = child_path.with_name("0000_" + child_path.name.split("_", 1)[1])
-    pi.write(child_path, [pi.header("sess-child", cwd="/home/me/other", parentSession=str(parent_path)),
-                          *pi.branched_entries()[:2]])
+    pi.write(
+        child_path,
+        [pi.header("sess-child", cwd="/home/me/other", parentSession=str(parent_path)), *pi.branched_entries()[:2]],
+    )
     pi.write(parent_path, [pi.header("sess-parent"), *pi.branched_entries()[:4]])
     report = sync_json(sessions)
     assert report["summary"]["created"] == 2

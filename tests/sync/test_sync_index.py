@@ -67,8 +67,9 @@ def test_an_empty_session_info_name_clears_the_title(db, folder):
     path = pi.write(folder / "a.jsonl", [pi.header("sess-a"), *entries[:6]])
     sync(folder, "--mode", "index")
     assert AgentSession.objects.get(session_id="sess-a").title == "First try"
-    pi.append(path, [{"type": "session_info", "id": "s0000009", "parentId": "s0000001", "timestamp": pi.ts(20),
-                      "name": ""}])
+    pi.append(
+        path, [{"type": "session_info", "id": "s0000009", "parentId": "s0000001", "timestamp": pi.ts(20), "name": ""}]
+    )
     sync(folder, "--mode", "index")
     assert AgentSession.objects.get(session_id="sess-a").title is None
 
