@@ -168,14 +168,22 @@ def json_depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def check_entry_limits(entry: Entry, line_bytes: int, *, max_bytes: int, max_depth: int) -> None:
+def check_entry_limits(
+    entry: Entry, line_bytes: int, *, max_bytes: int, max_depth: int, line: bytes | None = None
+) -> None:
     """Refuse an entry whose JSON line is over ``max_bytes`` or that nests
-    deeper than ``max_depth`` with ``EntryTooLarge``, naming the entry."""
+    deeper than ``max_depth`` with ``EntryTooLarge``, naming the entry.
+
+    ``line`` (the entry's JSON) lets most entries skip the nesting walk:
+    JSON cannot nest deeper than it has opening brackets (counting those
+    inside strings only overestimates)."""
     if line_bytes > max_bytes:
         raise EntryTooLarge(
             f"Entry {entry.get('id')} is {line_bytes:,} bytes as JSON; the limit is {max_bytes:,} "
             "(SESSIONTREE_MAX_ENTRY_BYTES)"
         )
+    if line is not None and line.count(b"{") + line.count(b"[") <= max_depth:
+        return
     if json_depth_exceeds(entry, max_depth):
         raise EntryTooLarge(
             f"Entry {entry.get('id')} nests JSON deeper than {max_depth} levels (SESSIONTREE_MAX_ENTRY_DEPTH)"

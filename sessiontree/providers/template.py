@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import orjson
 from django.conf import settings
 
 from sessiontree.core import entries as build
@@ -43,7 +44,7 @@ from sessiontree.core.errors import (
 from sessiontree.core.fork import build_branched_entries
 from sessiontree.core.ids import new_session_id
 from sessiontree.core.path import resolve_latest_labels, walk_path
-from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_session_header
+from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_session_header, serialize_line
 from sessiontree.core.snapshot import build_snapshot
 from sessiontree.core.types import Entry, SessionContext, SessionSnapshot, SessionTreeSession
 
@@ -69,8 +70,21 @@ def encode_checked(entry: Entry) -> tuple[bytes, Entry]:
     (``EntryTooLarge``) or when JSON cannot hold it (``InvalidEntry``)."""
     max_bytes, max_depth = entry_limits()
     line, stored = encode_entry_line(entry)
-    check_entry_limits(entry, len(line), max_bytes=max_bytes, max_depth=max_depth)
+    check_entry_limits(entry, len(line), max_bytes=max_bytes, max_depth=max_depth, line=line)
     return line, stored
+
+
+def check_storable(entries: list[Entry]) -> None:
+    """``encode_checked`` for entries stored as they are (a fork, an import),
+    without building their stored copies: each is serialized once."""
+    max_bytes, max_depth = entry_limits()
+    for entry in entries:
+        try:
+            line = serialize_line(entry)
+        except (TypeError, orjson.JSONEncodeError):
+            encode_entry_line(entry)  # raises InvalidEntry naming the entry and the field
+            raise  # pragma: no cover - encode_entry_line fails the same way
+        check_entry_limits(entry, len(line), max_bytes=max_bytes, max_depth=max_depth, line=line)
 
 
 class SessionWriter:
@@ -295,8 +309,7 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         is ``parent_session_ref`` when given (Pi writes the parent's file
         path), else that id."""
         copied = check_copied_entries(entries or [])
-        for entry in copied:
-            encode_checked(entry)
+        check_storable(copied)
         session_id = meta.validate_session_id(session_id) if session_id is not None else new_session_id()
         # An imported header keeps its own creation time.
         timestamp = (header_extra or {}).get("timestamp")

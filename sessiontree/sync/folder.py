@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, connection, transaction
+from django.db import DatabaseError, InterfaceError, connection, reset_queries, transaction
 
 from sessiontree.core.context_builder import UNSET
 from sessiontree.core.entries import check_copied_entries
@@ -281,6 +281,7 @@ def _guarded(path: Path, folder: Path, work: Callable[[FileResult], FileResult])
 
     def task() -> FileResult:
         result = FileResult(path=_shown(path, folder), action=FAILED)
+        reset_queries()  # with DEBUG on, Django would keep every statement of the run
         try:
             return work(result)
         except Skip as skip:
