@@ -343,26 +343,27 @@ def refresh_session(
     if dry_run:
         return changes
 
-    def audit(leaf_after: Any) -> None:
+    def audit(fields: dict[str, Any]) -> None:
         record(
             actor=acting,
             channel=channel,
             operation=operation,
             session_id=session_id,
             leaf_before=row.leaf_entry_id,
-            leaf_after=leaf_after,
+            leaf_after=fields["leaf_entry_id"],
             detail={name: {"from": before, "to": after} for name, (before, after) in changes.items()},
         )
         if "title" in changes:
             AgentSession.objects.filter(session_id=session_id).update(title=title)
         set_times(session_id, activity_at=activity_at)
         if also is not None:
-            also(current["entry_count"])
+            also(fields["entry_count"])
 
     if isinstance(provider, FileSessionTreeProvider):
         # The file storage writes the row as the file says on any committed write.
         def before_commit(writer: SessionWriter) -> None:
-            audit(writer.leaf_entry_id)
+            state = writer.state
+            audit({"leaf_entry_id": writer.leaf_entry_id, "entry_count": state.entry_count})
 
         provider.transact(session_id, lambda writer: None, before_commit=before_commit)
     else:
@@ -370,7 +371,7 @@ def refresh_session(
             locked = meta.get_row(session_id, provider=provider.kind, for_update=True)
             fields = _stored_tree(provider, session_id, locked)
             AgentSession.objects.filter(pk=locked.pk).update(**fields)
-            audit(fields["leaf_entry_id"])
+            audit(fields)
     return changes
 
 

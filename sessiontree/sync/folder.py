@@ -755,6 +755,8 @@ def _import_again(
                 "rewritten: a v1/v2 file grew after its import "
                 "(its entry ids were made up at import, so a tail cannot be matched)",
             )
+        if row.status != AgentSession.Status.ACTIVE:
+            raise Skip(f"closed: session {row.session_id} is {row.status}; the file's new entries are not imported")
         if row.entry_count != mark.session_entry_count and not wrote:
             raise LeafConflict(
                 f"Session {row.session_id} holds {row.entry_count} entries, {mark.session_entry_count} after "

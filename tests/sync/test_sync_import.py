@@ -325,3 +325,19 @@ def test_workers_import_in_parallel(folder):
     for n in range(6):
         assert stored(f"sess-{n}") == file_entries(folder / f"s{n}.jsonl")
     assert sync_json(folder, "--workers", "3")["summary"]["unchanged"] == 6
+
+
+def test_a_closed_session_gets_no_tail(db, folder):
+    from sessiontree import services
+
+    entries = pi.branched_entries()
+    path = pi.write(folder / "a.jsonl", [pi.header("sess-a"), *entries[:3]])
+    sync(folder)
+    services.sessions.archive_session(session_id="sess-a", actor="admin", channel="admin")
+    pi.append(path, entries[3:5])
+    report = sync_json(folder)
+    assert report["summary"]["skipped_reasons"] == {"closed": 1}
+    assert len(stored("sess-a")) == 3
+    services.sessions.restore_session(session_id="sess-a", actor="admin", channel="admin")
+    assert sync_json(folder)["summary"]["updated"] == 1
+    assert len(stored("sess-a")) == 5
