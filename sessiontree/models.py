@@ -84,6 +84,8 @@ class AgentSession(MPTTModel):
         order_insertion_by = ["session_id"]
 
     class Meta:
+        # The kernel plan's table names (docs/mysql-provider.md, "Tables").
+        db_table = "neta_agent_session"
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["agent", "status", "-updated_at"], name="session_agent_status_idx")]
         permissions = [
@@ -137,6 +139,7 @@ class AgentSessionEntry(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "neta_agent_session_entry"
         ordering = ["session", "entry_seq"]
         constraints = [
             models.UniqueConstraint(fields=["session", "entry_id"], name="entry_unique_id_per_session"),

@@ -69,6 +69,22 @@ def parse_lines(data: bytes | str) -> list[FileEntry]:
     return parsed
 
 
+def whole_lines_end(data: bytes) -> int:
+    """How many bytes of ``data`` hold whole entries: up to its last newline,
+    or all of it when the last line, though unterminated, is a whole JSON
+    object (a file whose final newline went missing: Pi reads that entry
+    too, #8345). A line torn mid-write never parses, so it stays out."""
+    end = data.rfind(b"\n") + 1
+    tail = data[end:]
+    if tail.strip():
+        try:
+            if isinstance(orjson.loads(tail), dict):
+                return len(data)
+        except orjson.JSONDecodeError:
+            pass
+    return end
+
+
 def parse_session_entries(text: str | bytes) -> list[FileEntry]:
     """All file entries (header included) of a session file's text."""
     return parse_lines(text)

@@ -17,7 +17,7 @@ import orjson
 
 from .errors import CorruptSessionTree
 from .path import TreeStats, tree_stats, walk_path
-from .pi_session_file import gc_paused, is_session_header
+from .pi_session_file import gc_paused, is_session_header, whole_lines_end
 from .types import Entry
 
 # Problem codes, in the order a report lists them.
@@ -67,10 +67,11 @@ class ScannedFile:
 
 def scan_session_bytes(data: bytes) -> ScannedFile:
     """Parse a whole file's bytes like Pi's loader (blank lines ignored,
-    malformed and non-object lines skipped, a torn last line not read), and
-    say what was skipped. The first line that holds anything must be the
+    malformed and non-object lines skipped, a torn last line not read; a last
+    line that only lacks its newline is read, as Pi 1.6 does), and say what
+    was skipped. The first line that holds anything must be the
     session header, else ``header`` is ``None``."""
-    complete = data.rfind(b"\n") + 1
+    complete = whole_lines_end(data)
     scanned = ScannedFile(header=None, torn_bytes=len(data) - complete, complete_bytes=complete)
     if scanned.torn_bytes and not data[complete:].strip():
         scanned.torn_bytes = 0  # trailing blanks are not a torn line

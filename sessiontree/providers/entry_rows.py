@@ -58,6 +58,10 @@ TYPE_KEY_COLUMNS: dict[str, dict[str, str]] = {
     "custom_message": {"customType": "custom_type", "content": "content", "display": "display", "details": "details"},
     "label": {"targetId": "target_entry_id", "label": "label"},
     "session_info": {"name": "name"},
+    # Pi 1.x: the ids and names worth querying get columns; ``replacement``,
+    # ``kind`` and ``usage`` stay in ``extra`` (lossless either way).
+    "context_edit": {"targetId": "target_entry_id"},
+    "usage": {"provider": "provider", "model": "model_id"},
 }
 _KEY_COLUMNS_BY_TYPE: dict[Any, dict[str, str]] = {
     entry_type: {**COMMON_KEY_COLUMNS, **columns} for entry_type, columns in TYPE_KEY_COLUMNS.items()

@@ -58,6 +58,7 @@ from sessiontree.core.pi_session_file import (
     parse_lines,
     serialize_file,
     serialize_line,
+    whole_lines_end,
 )
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.models import AgentSession
@@ -429,7 +430,7 @@ class FileStorage:
             if st.st_size == cached.size and st.st_mtime_ns == cached.mtime_ns:
                 return cached
             tail = os.pread(fd, st.st_size - cached.offset, cached.offset)
-            complete = tail.rfind(b"\n") + 1
+            complete = whole_lines_end(tail)
             cached.extend([obj for obj in parse_lines(tail[:complete]) if obj.get("type") != "session"])
             cached.offset += complete
             cached.size, cached.mtime_ns = st.st_size, st.st_mtime_ns
@@ -441,7 +442,7 @@ class FileStorage:
 
     def _load(self, path: Path, fd: int, st: os.stat_result) -> FileIndex:
         data = os.pread(fd, st.st_size, 0)
-        complete = data.rfind(b"\n") + 1
+        complete = whole_lines_end(data)
         objs = parse_lines(data[:complete])
         if not objs or not is_session_header(objs[0]):
             raise CorruptSessionTree(f"{path.name} is not a Pi session file (its first line is not a session header)")
@@ -465,7 +466,7 @@ class FileStorage:
         if os.stat(path).st_ino != st.st_ino:
             raise _FileReplaced
         data = os.pread(fd, os.fstat(fd).st_size, 0)
-        complete = data.rfind(b"\n") + 1
+        complete = whole_lines_end(data)
         objs = parse_lines(data[:complete])
         migrate_to_current_version(objs)
         kept_lines = sum(1 for line in data.split(b"\n") if line.strip())

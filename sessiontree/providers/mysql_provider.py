@@ -377,7 +377,9 @@ class MySQLWrite(MySQLView):
                 # The one expected cause: a generated id already in use.
                 if not generated_id or entry["id"] not in StoredIds(state.pk, [entry["id"]]):
                     raise
-                entry["id"] = new_entry_id()
+                taken, entry["id"] = entry["id"], new_entry_id()
+                if entry.get("type") == "compaction" and entry.get("firstKeptEntryId") == taken:
+                    entry["firstKeptEntryId"] = entry["id"]  # a retain-none compaction names itself
         else:  # pragma: no cover - 8 random 32-bit collisions in a row
             raise InvalidEntry(f"Could not find a free entry id in session {state.session_id}")
         if entry.get("parentId") is None or leaf.has_children:

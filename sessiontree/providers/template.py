@@ -29,7 +29,9 @@ from sessiontree.core.entries import (
     DEFAULT_MAX_ENTRY_DEPTH,
     apply_in_flight_patch,
     check_copied_entries,
-    check_entry_limits,
+    check_entry_depth,
+    check_entry_size,
+    line_nests_at_most,
     prepare_new_entry,
 )
 from sessiontree.core.errors import (
@@ -69,22 +71,27 @@ def encode_checked(entry: Entry) -> tuple[bytes, Entry]:
     """The entry's line and the entry as stored, refused beyond the size limits
     (``EntryTooLarge``) or when JSON cannot hold it (``InvalidEntry``)."""
     max_bytes, max_depth = entry_limits()
+    check_entry_depth(entry, max_depth=max_depth)
     line, stored = encode_entry_line(entry)
-    check_entry_limits(entry, len(line), max_bytes=max_bytes, max_depth=max_depth, line=line)
+    check_entry_size(entry, len(line), max_bytes=max_bytes)
     return line, stored
 
 
 def check_storable(entries: list[Entry]) -> None:
     """``encode_checked`` for entries stored as they are (a fork, an import),
-    without building their stored copies: each is serialized once."""
+    without building their stored copies: each is serialized once, and the
+    nesting walk runs only for a line with more brackets than the depth limit
+    (orjson refuses a depth bomb itself before that)."""
     max_bytes, max_depth = entry_limits()
     for entry in entries:
         try:
             line = serialize_line(entry)
         except (TypeError, orjson.JSONEncodeError):
-            encode_entry_line(entry)  # raises InvalidEntry naming the entry and the field
-            raise  # pragma: no cover - encode_entry_line fails the same way
-        check_entry_limits(entry, len(line), max_bytes=max_bytes, max_depth=max_depth, line=line)
+            encode_checked(entry)  # raises the error naming the entry (and the field)
+            raise  # pragma: no cover - encode_checked fails the same way
+        check_entry_size(entry, len(line), max_bytes=max_bytes)
+        if not line_nests_at_most(line, max_depth):
+            check_entry_depth(entry, max_depth=max_depth)
 
 
 class SessionWriter:
@@ -227,6 +234,26 @@ class SessionWriter:
         inserted = self._txn.insert(stored, line=line)
         self.written.append(inserted)
         return inserted
+
+
+def context_edit_for(writer: SessionWriter, target_id: str, replacement: Any) -> Entry:
+    """A ``context_edit`` entry for ``target_id``, checked against the active
+    path: the target must be on it and be a message the model sees. A string
+    given for an assistant or tool result becomes one text block, as those
+    roles need block lists."""
+    target = next((e for e in writer.active_path() if e.get("id") == target_id), None)
+    if target is None:
+        raise EntryNotFound(f"Entry {target_id} is not on the active path of session {writer.session_id}")
+    role = (target.get("message") or {}).get("role") if target.get("type") == "message" else None
+    if target.get("type") != "custom_message" and role not in ("user", "assistant", "toolResult"):
+        raise InvalidEntry(f"Entry {target_id} is not a message whose content the model sees")
+    if (
+        isinstance(replacement, dict)
+        and role in ("assistant", "toolResult")
+        and isinstance(replacement.get("content"), str)
+    ):
+        replacement = {"content": [{"type": "text", "text": replacement["content"]}]}
+    return build.context_edit_entry(target_id, replacement)
 
 
 class _AssumingAbsent(dict[str, Any]):
@@ -389,12 +416,17 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         expected_leaf_id: str | None | _Unset = UNSET,
     ) -> Entry:
         """Pi's ``branchWithSummary``: move the leaf to ``branch_from_entry_id``
-        (``None`` = before the root) and append the summary there, in one step."""
-        entry = build.branch_summary_entry(
-            branch_from_entry_id=branch_from_entry_id, summary=summary, details=details, from_hook=from_hook
-        )
+        (``None`` = before the root) and append the summary there, in one step.
+        Its ``fromId`` is the leaf being left (``"root"`` when there was none)."""
 
         def work(writer: SessionWriter) -> Entry:
+            entry = build.branch_summary_entry(
+                branch_from_entry_id=branch_from_entry_id,
+                summary=summary,
+                details=details,
+                from_hook=from_hook,
+                from_id=writer.leaf_entry_id or "root",
+            )
             if branch_from_entry_id is None:
                 writer.reset_leaf()
             else:
@@ -402,6 +434,24 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
             return writer.append(entry)
 
         return self.transact(session_id, work, expected_leaf_id=expected_leaf_id)
+
+    def append_context_edit(
+        self,
+        session_id: str,
+        target_id: str,
+        replacement: Any,
+        *,
+        expected_leaf_id: str | None | _Unset = UNSET,
+    ) -> Entry:
+        """Pi's ``appendContextEdit``: from here on the context shows the target
+        (a user, assistant, tool-result or custom message on the active path)
+        with ``replacement["content"]``, or omits it (``replacement=None``).
+        The check and the append are one step under the session's lock."""
+        return self.transact(
+            session_id,
+            lambda writer: writer.append(context_edit_for(writer, target_id, replacement)),
+            expected_leaf_id=expected_leaf_id,
+        )
 
     # --- leaf and branches -------------------------------------------------------------
     def switch_leaf(

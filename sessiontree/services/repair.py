@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import transaction
 
+from sessiontree.core.pi_session_file import whole_lines_end
 from sessiontree.core.verify import LEAF_MISSING, META_MISMATCH, REPAIRABLE, TORN_LAST_LINE, Problem
 from sessiontree.providers.file_provider import clear_index_cache
 from sessiontree.selectors.verify import SessionReport, verify_session
@@ -114,7 +115,7 @@ def _cut_torn_tail(path: Path, session_id: str, actor: Any, channel: str) -> str
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         data = os.pread(fd, os.fstat(fd).st_size, 0)
-        complete = data.rfind(b"\n") + 1
+        complete = whole_lines_end(data)
         if not data[complete:].strip():
             return None  # finished meanwhile by its writer: nothing torn any more
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")

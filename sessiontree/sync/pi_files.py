@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from sessiontree.core.errors import LeafConflict, StorageUnavailable
-from sessiontree.core.pi_session_file import gc_paused, is_session_header
+from sessiontree.core.pi_session_file import gc_paused, is_session_header, whole_lines_end
 from sessiontree.core.types import Entry
 from sessiontree.core.verify import scan_session_bytes
 
@@ -97,10 +97,13 @@ def read_header(path: Path) -> HeaderProbe:
         st = FileStat.of(os.fstat(fd))
         if st.size == 0:
             return HeaderProbe(None, "empty file", st)
-        data = os.pread(fd, HEADER_PROBE_BYTES, 0)
+        data = os.pread(fd, min(st.size, 64 * 1024), 0)
+        if b"\n" not in data and st.size > len(data):
+            data = os.pread(fd, min(st.size, HEADER_PROBE_BYTES), 0)
     finally:
         os.close(fd)
-    for line in data.split(b"\n")[:-1] if b"\n" in data else []:
+    whole = data if len(data) == st.size else data[: data.rfind(b"\n") + 1]
+    for line in whole[: whole_lines_end(whole)].split(b"\n"):
         if not line.strip():
             continue
         try:
@@ -218,6 +221,12 @@ def iter_batches(
             yield batch
             batch_start = batch.end_offset
             batch = Batch([], batch.end_offset, "")
+    if pending.strip() and whole_lines_end(pending) == len(pending):
+        # A last line that only lacks its newline is a whole entry (Pi 1.6 reads it too).
+        hasher.update(pending)
+        _parse_chunk(pending, batch)
+        batch.end_offset += len(pending)
+        pending = b""
     tail.torn_bytes = len(pending) if pending.strip() else 0
     batch.prefix_sha256 = hasher.hexdigest()
     if batch.entries or batch.end_offset != batch_start or batch.malformed_lines:
@@ -263,32 +272,34 @@ class QuickScan:
 
 
 def quick_scan(fd: int, *, start: int = 0) -> QuickScan:
-    """Scan bytes from ``start``: ``session_info`` lines and the last entry
-    are decoded; every other line is only checked to be JSON when it is
-    counted as malformed (orjson, one pass)."""
+    """Scan bytes from ``start`` without parsing every line: only lines that
+    mention ``"session_info"`` and the last entry are decoded (byte searches
+    find them), and lines are counted from their newlines."""
     size = os.fstat(fd).st_size
     data = os.pread(fd, size - start, start) if size > start else b""
-    complete = data.rfind(b"\n") + 1
+    complete = whole_lines_end(data)
     torn = len(data) - complete if data[complete:].strip() else 0
     body = data[:complete]
     infos: list[Entry] = []
-    last: dict[str, Any] | None = None
-    count = 0
+    position = body.find(b'"session_info"')
     with gc_paused():
-        lines = body.split(b"\n")
-        for line in lines:
-            if not line.strip():
-                continue
-            count += 1
-            if b'"session_info"' not in line:
-                continue
+        while position >= 0:
+            line_start = body.rfind(b"\n", 0, position) + 1
+            line_end = body.find(b"\n", position)
+            line_end = len(body) if line_end < 0 else line_end
             try:
-                obj = orjson.loads(line)
+                obj = orjson.loads(body[line_start:line_end])
             except orjson.JSONDecodeError:
-                continue
+                obj = None
             if isinstance(obj, dict) and obj.get("type") == "session_info":
                 infos.append(obj)
-        for line in reversed(lines):
+            position = body.find(b'"session_info"', line_end)
+        last: dict[str, Any] | None = None
+        end = len(body)
+        while end > 0 and last is None:
+            line_start = body.rfind(b"\n", 0, end - 1) + 1
+            line = body[line_start:end]
+            end = line_start
             if not line.strip():
                 continue
             try:
@@ -297,7 +308,10 @@ def quick_scan(fd: int, *, start: int = 0) -> QuickScan:
                 continue
             if isinstance(obj, dict) and obj.get("type") != "session":
                 last = obj
-                break
+    # Lines holding anything: newline-ended lines, a last one without its
+    # newline, less the empty ones (lines of blanks only are rare enough to count).
+    lines = body.count(b"\n") + (1 if body and not body.endswith(b"\n") else 0)
+    lines -= body.count(b"\n\n") + (1 if body.startswith(b"\n") else 0)
     named, title = title_of(infos)
     return QuickScan(
         named=named,
@@ -305,7 +319,7 @@ def quick_scan(fd: int, *, start: int = 0) -> QuickScan:
         last_timestamp=parse_time(last.get("timestamp")) if last is not None else None,
         complete_bytes=start + complete,
         torn_bytes=torn,
-        lines=count,
+        lines=lines,
     )
 
 

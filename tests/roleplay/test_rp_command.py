@@ -182,6 +182,20 @@ def test_bad_input_exits_2_and_appends_nothing(story):
     assert story.entries() == before
 
 
+def test_an_integer_beyond_64_bits_is_refused_not_stored_as_a_float(story):
+    story.haircut_story()
+    before = story.entries()
+    big = 2**64 + 1
+    correction = f'{{"op":"add","path":"/coins","value":{big},"reason":"treasure"}}'
+    error = rp_error(story.session_id, "state", "correct", correction)
+    assert error.returncode == 2 and "64-bit range" in str(error)
+    error = rp_error(story.session_id, "state", "correct", '{"op":"add","path":"/x","value":NaN,"reason":"r"}')
+    assert error.returncode == 2 and "not valid JSON" in str(error)
+    assert story.entries() == before
+    rp(story.session_id, "state", "correct", '{"op":"add","path":"/coins","value":9223372036854775807,"reason":"ok"}')
+    assert rp_json(story.session_id, "inspect", "state")["state"]["coins"] == 9223372036854775807
+
+
 def test_unknown_session_or_entry_exits_3(story):
     story.haircut_story()
     assert rp_error("no-such-session", "inspect", "state").returncode == 3

@@ -341,3 +341,18 @@ def test_a_closed_session_gets_no_tail(db, folder):
     services.sessions.restore_session(session_id="sess-a", actor="admin", channel="admin")
     assert sync_json(folder)["summary"]["updated"] == 1
     assert len(stored("sess-a")) == 5
+
+
+def test_a_last_line_without_its_newline_is_an_entry_as_in_pi(db, folder):
+    entries = pi.branched_entries()
+    path = folder / "a.jsonl"
+    folder.mkdir()
+    path.write_bytes(pi.lines([pi.header("sess-a"), *entries[:3]]).rstrip(b"\n"))  # Pi 1.6 reads it (#8345)
+    report = sync_json(folder)
+    assert report["files"][0].get("torn_bytes") is None
+    assert len(stored("sess-a")) == 3
+    # The next writer starts a new line: the tail is read from where the import stopped.
+    with path.open("ab") as f:
+        f.write(b"\n" + pi.lines(entries[3:5]))
+    assert sync_json(folder)["summary"]["entries"] == 2
+    assert stored("sess-a") == entries[:5]

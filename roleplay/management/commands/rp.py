@@ -24,6 +24,7 @@ stored data, 6 storage unavailable, 7 summarizer failed, 1 anything else.
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -44,10 +45,17 @@ CORRECTION_NOTE = (
 )
 
 
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 def _json_argument(raw: str, what: str) -> Any:
+    """Parsed exactly: an integer beyond 64 bits stays an integer (and is then
+    refused by the roleplay schema, as the provider API refuses it) instead of
+    silently becoming a float; NaN and Infinity are not JSON."""
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError) as exc:
         raise CommandError(f"{what} is not valid JSON ({one_line(str(exc))})", returncode=EXIT_BAD_INPUT) from None
 
 

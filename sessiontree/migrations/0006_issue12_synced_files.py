@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessiontree', '0004_session_permissions'),
+        ('sessiontree', '0005_plan_table_names'),
     ]
 
     operations = [
