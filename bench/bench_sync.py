@@ -197,12 +197,33 @@ class RssPeak:
         return self.peak - self.start
 
 
-def run_sync(folder: Path, *args: str) -> tuple[float, dict[str, Any]]:
+class QueryClock:
+    """Time spent waiting for the database (this thread's connection)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.statements = 0
+
+    def __call__(self, execute: Any, sql: Any, params: Any, many: bool, context: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.statements += 1
+
+
+def run_sync(folder: Path, *args: str, clock: QueryClock | None = None) -> tuple[float, dict[str, Any]]:
     from django.core.management import call_command
+    from django.db import connection
 
     out = io.StringIO()
     start = time.perf_counter()
-    call_command("sync_sessions", str(folder), "--json", *args, stdout=out, stderr=io.StringIO())
+    if clock is not None:
+        with connection.execute_wrapper(clock):
+            call_command("sync_sessions", str(folder), "--json", *args, stdout=out, stderr=io.StringIO())
+    else:
+        call_command("sync_sessions", str(folder), "--json", *args, stdout=out, stderr=io.StringIO())
     elapsed = time.perf_counter() - start
     report = orjson.loads(out.getvalue())
     if report["summary"]["failed"]:
@@ -240,6 +261,7 @@ def main() -> None:
     admin.cursor().execute(f"CREATE DATABASE `{args.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
     temporary = args.folder is None
     folder = Path(tempfile.mkdtemp(prefix="bench-sync-")) if args.folder is None else args.folder
+    file_root = tempfile.mkdtemp(prefix="bench-sync-root-")  # the file provider's own root (stays empty)
     try:
         os.environ["DATABASE_URL"] = url
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -247,7 +269,7 @@ def main() -> None:
         os.environ["DJANGO_DEBUG"] = "0"
         os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 50)
         os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost")
-        os.environ.setdefault("SESSIONTREE_FILE_ROOT", tempfile.mkdtemp(prefix="bench-sync-root-"))
+        os.environ["SESSIONTREE_FILE_ROOT"] = file_root
         import django
 
         django.setup()
@@ -263,8 +285,10 @@ def main() -> None:
         )
         workers = ("--workers", str(args.workers))
 
+        clock = QueryClock() if args.workers == 1 else None
+        load_before = os.getloadavg()[0]
         with RssPeak() as rss:
-            elapsed, report = run_sync(folder, "--mode", "import", "--provider", "mysql", *workers)
+            elapsed, report = run_sync(folder, "--mode", "import", "--provider", "mysql", *workers, clock=clock)
         rss_growth = rss.growth
         imported = report["summary"]["entries"]
         rate = imported / elapsed
@@ -273,6 +297,14 @@ def main() -> None:
             f"{rate:,.0f} entries/s (target >= {TARGET_RATE:,}: ratio {rate / TARGET_RATE:.2f}); "
             f"peak RSS +{rss_growth:,.0f} MiB over {rss.start:,.0f} MiB (folder: {size / 2**20:,.0f} MiB)"
         )
+        if clock is not None:
+            print(
+                f"               of which {clock.seconds:.1f} s ({clock.seconds / elapsed:.0%}) waiting for the "
+                f"database ({clock.statements:,} statements), {elapsed - clock.seconds:.1f} s in Python"
+            )
+        print(
+            f"               load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs)"
+        )
         elapsed, report = run_sync(folder, "--mode", "import", "--provider", "mysql", *workers)
         print(
             f"import again:  {report['summary']['unchanged']} unchanged in {elapsed:.2f} s "
@@ -280,6 +312,7 @@ def main() -> None:
         )
 
         empty_tables()
+        load_before = os.getloadavg()[0]
         with RssPeak() as rss:
             elapsed, report = run_sync(folder, "--mode", "index", *workers)
         rss_growth = rss.growth
@@ -288,6 +321,7 @@ def main() -> None:
             f"in {elapsed:.1f} s (target <= {TARGET_INDEX_S:.0f} s: ratio {elapsed / TARGET_INDEX_S:.2f}); "
             f"peak RSS +{rss_growth:,.0f} MiB"
         )
+        print(f"               load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after")
         elapsed, report = run_sync(folder, "--mode", "index", *workers)
         print(f"index again:   {report['summary']['unchanged']} unchanged in {elapsed:.2f} s")
     finally:
@@ -296,6 +330,7 @@ def main() -> None:
         admin.close()
         if temporary:
             shutil.rmtree(folder, ignore_errors=True)
+        shutil.rmtree(file_root, ignore_errors=True)
 
 
 if __name__ == "__main__":
