@@ -174,8 +174,10 @@ class SyncReport:
             skipped += " (" + "; ".join(f"{count} {reason}" for reason, count in reasons.items()) + ")"
         parts.append(skipped)
         parts.append(f"{len(self.failed)} failed")
-        noun = "sessions" if self.mode == "export" else "files"
-        line = f"{self.mode}{' (dry run)' if self.dry_run else ''}: {len(self.results)} {noun}: " + ", ".join(parts)
+        noun = "session" if self.mode == "export" else "file"
+        total = len(self.results)
+        line = f"{self.mode}{' (dry run)' if self.dry_run else ''}: {total} {noun}{'' if total == 1 else 's'}: "
+        line += ", ".join(parts)
         line += f"; {self.entries} entries {'would be ' if self.dry_run else ''}{_verb(self.mode)}"
         if self.malformed_lines:
             files = sum(1 for r in self.results if r.malformed_lines)

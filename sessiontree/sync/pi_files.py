@@ -190,13 +190,15 @@ def iter_batches(
     start: int,
     hasher: Any,
     tail: TailInfo,
-    batch_entries: int = BATCH_ENTRIES,
-    batch_bytes: int = BATCH_BYTES,
+    batch_entries: int | None = None,
+    batch_bytes: int | None = None,
 ) -> Iterator[Batch]:
     """Entries of the complete lines from byte ``start`` on, in batches of
     at most about ``batch_entries`` entries / ``batch_bytes`` bytes.
     ``hasher`` must hold the SHA-256 of bytes [0, start); it is fed what is
     read. ``tail.torn_bytes`` ends as the bytes after the last newline."""
+    batch_entries = batch_entries if batch_entries is not None else BATCH_ENTRIES
+    batch_bytes = batch_bytes if batch_bytes is not None else BATCH_BYTES
     size = os.fstat(fd).st_size
     offset = start
     pending = b""

@@ -61,7 +61,7 @@ def test_first_import_copies_every_entry_and_the_meta(db, folder):
     before = source.read_bytes()
     out, err = sync(folder)
     assert out.strip().splitlines()[-1] == (
-        "import: 1 files: 1 created, 0 updated, 0 unchanged, 0 skipped, 0 failed; 11 entries imported"
+        "import: 1 file: 1 created, 0 updated, 0 unchanged, 0 skipped, 0 failed; 11 entries imported"
     )
     assert err == ""
     assert source.read_bytes() == before  # the source is never touched
@@ -259,7 +259,7 @@ def test_a_dry_run_changes_nothing(db, folder):
     path = pi.write(folder / "a.jsonl", [pi.header("sess-a"), *pi.branched_entries()[:4]])
     out, _ = sync(folder, "--dry-run")
     assert out.strip().splitlines()[-1] == (
-        "import (dry run): 1 files: 1 would be created, 0 would be updated, 0 unchanged, 0 skipped, 0 failed; "
+        "import (dry run): 1 file: 1 would be created, 0 would be updated, 0 unchanged, 0 skipped, 0 failed; "
         "4 entries would be imported"
     )
     assert not AgentSession.objects.exists() and not SyncedFile.objects.exists()
@@ -356,3 +356,59 @@ def test_a_last_line_without_its_newline_is_an_entry_as_in_pi(db, folder):
         f.write(b"\n" + pi.lines(entries[3:5]))
     assert sync_json(folder)["summary"]["entries"] == 2
     assert stored("sess-a") == entries[:5]
+
+
+def test_a_large_file_is_imported_in_batches_and_resumed(db, folder, monkeypatch):
+    from sessiontree.sync import pi_files
+
+    monkeypatch.setattr(pi_files, "CHUNK_BYTES", 300)  # about one line a chunk
+    monkeypatch.setattr(pi_files, "BATCH_ENTRIES", 4)
+    entries = pi.branched_entries()
+    path = pi.write(folder / "a.jsonl", [pi.header("sess-a"), *entries])
+    report = sync_json(folder)
+    assert report["summary"]["created"] == 1 and report["summary"]["entries"] == 11
+    assert stored("sess-a") == entries
+    ops = list(AuditRecord.objects.filter(session_id="sess-a").order_by("id").values_list("operation", flat=True))
+    assert ops[0] == "import_session" and set(ops[1:]) <= {"import_entries", "update_session"}
+    assert ops.count("import_entries") >= 2  # more than one batch after the first
+    mark = SyncedFile.objects.get(mode="import")
+    assert (mark.offset, mark.entry_count, mark.size) == (path.stat().st_size, 11, path.stat().st_size)
+
+    # A run that stopped after its first batches: the next run goes on from the last one recorded.
+    AgentSession.objects.all().delete()
+    SyncedFile.objects.all().delete()
+    from sessiontree.services import entries as entry_ops
+
+    calls = {"n": 0}
+    real = entry_ops.import_entries
+
+    def failing(**kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError("disk went away")
+        return real(**kwargs)
+
+    monkeypatch.setattr(entry_ops, "import_entries", failing)
+    error, err = sync_error(folder)
+    assert error.returncode == 6 and "disk went away" in err
+    partial = stored("sess-a")
+    assert 0 < len(partial) < 11 and partial == entries[: len(partial)]
+    monkeypatch.setattr(entry_ops, "import_entries", real)
+    report = sync_json(folder)
+    assert report["summary"]["updated"] == 1 and report["summary"]["entries"] == 11 - len(partial)
+    assert stored("sess-a") == entries
+
+
+def test_import_into_the_file_provider_copies_into_its_root(db, folder):
+    entries = pi.branched_entries()
+    path = pi.write(folder / "a.jsonl", [pi.header("sess-a"), *entries[:5]])
+    sync(folder, "--provider", "file")
+    provider = get_provider("file")
+    copy = provider.path_for("sess-a")
+    assert copy.exists() and copy != path
+    pi.append(path, entries[5:])
+    assert sync_json(folder)["summary"]["updated"] == 1  # the tail goes where the session is
+    assert provider.list_entries("sess-a") == entries
+    assert copy.read_bytes() == path.read_bytes()  # Pi's bytes, branch included
+    row = AgentSession.objects.get(session_id="sess-a")
+    assert (row.provider, row.entry_count, row.branch_count, row.leaf_entry_id) == ("file", 11, 2, "s0000002")

@@ -24,7 +24,7 @@ def test_index_registers_files_in_place_without_copying(db, folder):
     before = path.read_bytes()
     out, _ = sync(folder, "--mode", "index")
     assert out.strip().splitlines()[-1] == (
-        "index: 1 files: 1 created, 0 updated, 0 unchanged, 0 skipped, 0 failed; 11 entries indexed"
+        "index: 1 file: 1 created, 0 updated, 0 unchanged, 0 skipped, 0 failed; 11 entries indexed"
     )
     assert path.read_bytes() == before
     row = AgentSession.objects.get(session_id="sess-one")
