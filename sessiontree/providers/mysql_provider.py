@@ -252,9 +252,14 @@ def _insert(session_pk: int, entries: list[Entry], *, first_seq: int, depths: li
     with connection.cursor() as cursor:
         if len(params) == 1:
             cursor.execute(rows.INSERT_SQL, params[0])
-        else:
-            for chunk in rows.chunks(params):
-                cursor.executemany(rows.INSERT_SQL, chunk)
+            return
+        statements = rows.insert_statements(params)
+        if statements is not None:
+            for statement in statements:
+                cursor.execute(statement)  # type: ignore[arg-type]  # bytes: values already escaped
+            return
+        for chunk in rows.chunks(params):
+            cursor.executemany(rows.INSERT_SQL, chunk)
 
 
 def _select_entries(session_pk: int, where: str = "", params: Iterable[Any] = ()) -> list[Entry]:
