@@ -211,6 +211,14 @@ def check_entry_depth(entry: Entry, *, max_depth: int) -> None:
         )
 
 
+def line_nests_at_most(line: bytes, max_depth: int) -> bool:
+    """Whether an entry's JSON line surely nests at most ``max_depth`` levels:
+    JSON cannot nest deeper than it has opening brackets (those inside
+    strings only overestimate), so most lines settle the depth check with
+    two byte counts instead of a walk."""
+    return line.count(b"{") + line.count(b"[") <= max_depth
+
+
 def check_entry_size(entry: Entry, line_bytes: int, *, max_bytes: int) -> None:
     """Refuse an entry whose JSON line is over ``max_bytes`` with ``EntryTooLarge``."""
     if line_bytes > max_bytes:

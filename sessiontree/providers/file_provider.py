@@ -616,6 +616,7 @@ class FileStorage:
                 row = meta.create_row(
                     provider=KIND,
                     session_file=str(path),
+                    header=header,
                     stats=stats,
                     leaf_entry_id=entries[-1]["id"] if entries else None,
                     **row_fields,
@@ -669,6 +670,7 @@ class FileStorage:
                     parent_session_id=header.get("parentSession"),
                     metadata=fields.pop("metadata", None),
                     session_file=str(file_path),
+                    header=header,
                     stats=stats,
                     leaf_entry_id=index.entries[-1]["id"] if index.entries else None,
                 )

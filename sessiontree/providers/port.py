@@ -58,7 +58,8 @@ class StoredView(Protocol):
         ...
 
     def parents(self) -> Mapping[str, Any]:
-        """Every entry id (the in-flight one included) → its ``parentId``: the skeleton to walk."""
+        """Every entry id (the in-flight one included) → its ``parentId``: the
+        skeleton to walk, iterated in append order."""
         ...
 
     def entries(self, ids: Sequence[str]) -> list[Entry]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import orjson
 from django.conf import settings
 
 from sessiontree.core import entries as build
@@ -30,12 +31,14 @@ from sessiontree.core.entries import (
     check_copied_entries,
     check_entry_depth,
     check_entry_size,
+    line_nests_at_most,
     prepare_new_entry,
 )
 from sessiontree.core.errors import (
     EntryNotFound,
     ImmutableEntry,
     InvalidEntry,
+    InvalidTree,
     LeafConflict,
     SessionClosed,
     SessionNotFound,
@@ -43,7 +46,7 @@ from sessiontree.core.errors import (
 from sessiontree.core.fork import build_branched_entries
 from sessiontree.core.ids import new_session_id
 from sessiontree.core.path import resolve_latest_labels, walk_path
-from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_session_header
+from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_session_header, serialize_line
 from sessiontree.core.snapshot import build_snapshot
 from sessiontree.core.types import Entry, SessionContext, SessionSnapshot, SessionTreeSession
 
@@ -72,6 +75,23 @@ def encode_checked(entry: Entry) -> tuple[bytes, Entry]:
     line, stored = encode_entry_line(entry)
     check_entry_size(entry, len(line), max_bytes=max_bytes)
     return line, stored
+
+
+def check_storable(entries: list[Entry]) -> None:
+    """``encode_checked`` for entries stored as they are (a fork, an import),
+    without building their stored copies: each is serialized once, and the
+    nesting walk runs only for a line with more brackets than the depth limit
+    (orjson refuses a depth bomb itself before that)."""
+    max_bytes, max_depth = entry_limits()
+    for entry in entries:
+        try:
+            line = serialize_line(entry)
+        except (TypeError, orjson.JSONEncodeError):
+            encode_checked(entry)  # raises the error naming the entry (and the field)
+            raise  # pragma: no cover - encode_checked fails the same way
+        check_entry_size(entry, len(line), max_bytes=max_bytes)
+        if not line_nests_at_most(line, max_depth):
+            check_entry_depth(entry, max_depth=max_depth)
 
 
 class SessionWriter:
@@ -191,6 +211,30 @@ class SessionWriter:
         self.check_expected_leaf(expected_leaf_id)
         self._txn.set_leaf(None)
 
+    def copy_entry(self, entry: Any) -> Entry:
+        """Store an entry copied from elsewhere (a Pi file being imported)
+        as it is: its own id and ``parentId``, any type, unknown fields kept.
+
+        Unlike ``append`` it may hang from any entry: when its parent is not
+        the leaf (a branch in the source) the leaf moves to the parent first;
+        afterwards the entry is the leaf. A parent the session does not hold
+        makes it a root, as every reader treats such an entry."""
+        self.check_writable()
+        self.check_no_in_flight()
+        check_copied_entries([entry])  # a JSON object with a usable string id
+        entry_id = entry["id"]
+        parent_id = entry.get("parentId")
+        named = [entry_id, parent_id] if isinstance(parent_id, str) else [entry_id]
+        known = self._txn.known_ids(named)
+        if entry_id in known:
+            raise InvalidTree(f"Duplicate entry id {entry_id} in session {self.session_id}")
+        if parent_id != self.leaf_entry_id:
+            self._txn.set_leaf(parent_id if isinstance(parent_id, str) and parent_id in known else None)
+        line, stored = encode_checked(entry)
+        inserted = self._txn.insert(stored, line=line)
+        self.written.append(inserted)
+        return inserted
+
 
 def context_edit_for(writer: SessionWriter, target_id: str, replacement: Any) -> Entry:
     """A ``context_edit`` entry for ``target_id``, checked against the active
@@ -292,13 +336,15 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         is ``parent_session_ref`` when given (Pi writes the parent's file
         path), else that id."""
         copied = check_copied_entries(entries or [])
-        for entry in copied:
-            encode_checked(entry)
+        check_storable(copied)
         session_id = meta.validate_session_id(session_id) if session_id is not None else new_session_id()
+        # An imported header keeps its own creation time.
+        timestamp = (header_extra or {}).get("timestamp")
         header = new_session_header(
             session_id,
             cwd=cwd or "",
             parent_session=parent_session_ref or parent_session_id,
+            timestamp=timestamp if isinstance(timestamp, str) and timestamp else None,
             extra=header_extra,
         )
         row_fields = {
