@@ -12,7 +12,9 @@ faces (admin, REST, ``rp``) render what they return.
 - ``review_views``/``incomplete_turn_views``: what a review queue and a repair
   action need.
 - ``diff_reduced``: changed, added and removed pointers between two reduced
-  branches of one session, with the entries behind each side.
+  branches of one session, with the entries behind each side;
+  ``document_changes`` the same for two states without provenance (what a
+  planned write changes).
 """
 
 from __future__ import annotations
@@ -380,6 +382,31 @@ def compare_documents(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[l
         sorted(added, key=_pointer_sort_key),
         sorted(removed, key=_pointer_sort_key),
     )
+
+
+class ChangeItem(TypedDict):
+    pointer: str
+    old_value: NotRequired[Any]  # changed and removed items
+    new_value: NotRequired[Any]  # changed and added items
+
+
+class ChangeLists(TypedDict):
+    changed: list[ChangeItem]
+    added: list[ChangeItem]
+    removed: list[ChangeItem]
+
+
+def document_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> ChangeLists:
+    """``compare_documents`` with the values: what a write changes in the state."""
+    changed, added, removed = compare_documents(old, new)
+    return {
+        "changed": [
+            {"pointer": p, "old_value": copy.deepcopy(value_at(old, p)), "new_value": copy.deepcopy(value_at(new, p))}
+            for p in changed
+        ],
+        "added": [{"pointer": p, "new_value": copy.deepcopy(value_at(new, p))} for p in added],
+        "removed": [{"pointer": p, "old_value": copy.deepcopy(value_at(old, p))} for p in removed],
+    }
 
 
 def value_at(document: Any, pointer: str) -> Any:

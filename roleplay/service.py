@@ -28,7 +28,9 @@ appends the automatic checkpoint as the compaction entry's child.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, Literal, TypedDict
 
 from sessiontree import services as tree_services
@@ -36,7 +38,7 @@ from sessiontree.core.context_builder import UNSET, _Unset
 from sessiontree.core.entries import custom_entry
 from sessiontree.core.errors import EntryNotFound, LeafConflict, SessionNotFound
 from sessiontree.core.path import walk_path
-from sessiontree.core.pi_session_file import gc_paused
+from sessiontree.core.pi_session_file import gc_paused, now_iso
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.services.hooks import HookEvent
@@ -74,6 +76,7 @@ __all__ = [
     "inspect_state",
     "inspect_state_detail",
     "list_reviews",
+    "plan_write",
     "repair_turn",
 ]
 
@@ -416,9 +419,24 @@ def diff_states(
 # --- writing -----------------------------------------------------------------
 
 
-def _writable_branch(provider: SessionTreeProvider, session_id: str, action: str) -> Branch:
-    """The current branch, refused when it has no character or the character is archived."""
+def _current_branch(
+    provider: SessionTreeProvider, session_id: str, expected_leaf_id: str | _Unset | None = UNSET
+) -> Branch:
+    """The branch at the session's leaf; ``LeafConflict`` when the caller saw another leaf."""
     branch = _read_branch(provider, session_id)
+    if not isinstance(expected_leaf_id, _Unset) and expected_leaf_id != branch["leaf_entry_id"]:
+        raise LeafConflict(
+            f"Session {session_id}: the leaf is {branch['leaf_entry_id'] or 'none'}, not {expected_leaf_id or 'none'} "
+            "(someone appended or moved it meanwhile); nothing was appended"
+        )
+    return branch
+
+
+def _writable_branch(
+    provider: SessionTreeProvider, session_id: str, action: str, expected_leaf_id: str | _Unset | None = UNSET
+) -> Branch:
+    """The current branch, refused when it has no character or the character is archived."""
+    branch = _current_branch(provider, session_id, expected_leaf_id)
     state = branch["state"]
     if state["character_id"] is None:
         raise NoRoleplayCharacter(
@@ -450,6 +468,8 @@ def _append(
 ) -> Entry:
     """Append ``(custom_type, data)`` entries at the branch's leaf, all or none
     and audited as ``operation``; returns the last one."""
+    if _planning.get():
+        raise _Planned(_plan(session_id, branch, items, operation))
     written = tree_services.entries.append_entries(
         session_id=session_id,
         entries=[custom_entry(custom_type, data) for custom_type, data in items],
@@ -460,6 +480,72 @@ def _append(
         operation=operation,
     )
     return written[-1]
+
+
+# --- planning: a write's checks without the append ------------------------------------
+
+
+class WritePlan(TypedDict):
+    """What a write would append, and the state after it (``plan_write``)."""
+
+    operation: str
+    session_id: str
+    leaf_entry_id: str | None  # the leaf the entries would be appended to
+    entries: list[Entry]  # as they would be appended; ids are placeholders ("new-1", …)
+    before: RoleplayState
+    after: RoleplayState  # the state reduced from the path with the entries appended
+    changes: inspection.ChangeLists  # pointers changed, added and removed, with their values
+
+
+class _Planned(Exception):  # control flow out of _append, never seen by callers
+    def __init__(self, plan: WritePlan) -> None:
+        super().__init__(plan["operation"])
+        self.plan = plan
+
+
+_planning: ContextVar[bool] = ContextVar("roleplay_planning", default=False)
+
+
+def _plan(session_id: str, branch: Branch, items: list[tuple[str, Any]], operation: str) -> WritePlan:
+    parent, stamp, entries = branch["leaf_entry_id"], now_iso(), []
+    for number, (custom_type, data) in enumerate(items, 1):
+        body = custom_entry(custom_type, copy.deepcopy(data))
+        entry: Entry = {"type": "custom", "id": f"new-{number}", "parentId": parent, "timestamp": stamp, **body}
+        entries.append(entry)
+        parent = entry["id"]
+    before = branch["state"]
+    after = reduce_branch([*branch["path"], *entries])
+    return {
+        "operation": operation,
+        "session_id": session_id,
+        "leaf_entry_id": branch["leaf_entry_id"],
+        "entries": entries,
+        "before": before,
+        "after": after,
+        "changes": inspection.document_changes(before["state"], after["state"]),
+    }
+
+
+def plan_write(
+    write: Callable[..., Entry], provider: SessionTreeProvider, session_id: str, *args: Any, **kwargs: Any
+) -> WritePlan:
+    """Run ``write`` (``correct_state``, ``decide_review``, ``amend_review``,
+    ``repair_turn``, ``archive``, ``create_checkpoint``) with all its checks,
+    appending nothing: what it would append at the leaf and the state after.
+
+    Raises what the write would raise (``RoleplayValidationError``,
+    ``ReviewNotFound``, ``CharacterArchived``, ``LeafConflict``…), so a face
+    can show a confirmation page that says exactly what confirming does, or
+    the reason it cannot be done. Nothing is audited: nothing happened.
+    """
+    token = _planning.set(True)
+    try:
+        write(provider, session_id, *args, **kwargs)
+    except _Planned as planned:
+        return planned.plan
+    finally:
+        _planning.reset(token)
+    raise RuntimeError(f"{getattr(write, '__name__', write)!r} is not a roleplay write: it appended nothing to plan")
 
 
 def _check_ops_apply(state: RoleplayState, ops: list[dict[str, Any]], where: str) -> None:
@@ -542,6 +628,7 @@ def correct_state(
     *,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
 ) -> Entry:
     """``/rp state correct {json}``: append a ``manual-correction`` commit on the current branch.
 
@@ -552,7 +639,7 @@ def correct_state(
     omitted, the commit that last set the corrected path (from provenance) is
     recorded, with ``correctsCommitIdInferred: true``.
     """
-    branch = _writable_branch(provider, session_id, "correct the state")
+    branch = _writable_branch(provider, session_id, "correct the state", expected_leaf_id)
     state = branch["state"]
     character_id = state["character_id"]
     assert character_id is not None
@@ -605,9 +692,10 @@ def amend_review(
     *,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
 ) -> Entry:
     """Append an amendment replacing the proposed value of a pending review; it stays pending."""
-    branch = _writable_branch(provider, session_id, f"amend review {review_id}")
+    branch = _writable_branch(provider, session_id, f"amend review {review_id}", expected_leaf_id)
     state = branch["state"]
     review = _pending_review(state, review_id, session_id)
     if review["op"].get("op") not in schema.AMENDABLE_OPS:
@@ -636,6 +724,7 @@ def decide_review(
     value: Any = UNSET,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
 ) -> Entry:
     """Accept or reject a pending review; returns the decision entry.
 
@@ -647,7 +736,7 @@ def decide_review(
         raise RoleplayValidationError(f"review {review_id}: decision must be accept or reject, got {decision!r}")
     if decision == "reject" and not isinstance(value, _Unset):
         raise RoleplayValidationError(f"review {review_id}: a value can only be given when accepting")
-    branch = _writable_branch(provider, session_id, f"{decision} review {review_id}")
+    branch = _writable_branch(provider, session_id, f"{decision} review {review_id}", expected_leaf_id)
     state = branch["state"]
     character_id = state["character_id"]
     assert character_id is not None
@@ -682,6 +771,7 @@ def create_checkpoint(
     *,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
     **extra: Any,
 ) -> Entry:
     """Append a checkpoint of the current branch's state as the leaf's child.
@@ -689,7 +779,7 @@ def create_checkpoint(
     Allowed for an archived character (it stores, it changes nothing).
     ``extra`` fields are stored in the checkpoint's data alongside the state.
     """
-    branch = _read_branch(provider, session_id)
+    branch = _current_branch(provider, session_id, expected_leaf_id)
     if branch["state"]["character_id"] is None:
         raise NoRoleplayCharacter(
             f"Session {session_id}: no roleplay character on the current branch "
@@ -715,13 +805,14 @@ def repair_turn(
     *,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
 ) -> Entry:
     """``/rp turn repair {json}``: append the missing commit of an incomplete turn.
 
     The turn must be marked incomplete on this branch; the ops must apply and
     proposed review ids must be new on the branch.
     """
-    branch = _writable_branch(provider, session_id, "repair a turn")
+    branch = _writable_branch(provider, session_id, "repair a turn", expected_leaf_id)
     state = branch["state"]
     assert state["character_id"] is not None
     data = schema.repair_data_from_proposal(proposal, character_id=state["character_id"])
@@ -754,6 +845,7 @@ def archive(
     reason: str | None = None,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
 ) -> Entry:
     """Archive the character on this branch: from here on its state is read-only.
 
@@ -761,7 +853,7 @@ def archive(
     before it, gives a writable character again. The session's own status is
     not touched.
     """
-    branch = _writable_branch(provider, session_id, "archive it again")
+    branch = _writable_branch(provider, session_id, "archive it again", expected_leaf_id)
     assert branch["state"]["character_id"] is not None
     data = schema.build_archive_data(character_id=branch["state"]["character_id"], reason=reason)
     return _append(

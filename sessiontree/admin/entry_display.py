@@ -1,14 +1,16 @@
 """How the admin shows one entry: a marker (what kind of line it is), a short
 preview, and for custom entries readable fields instead of a Python repr.
 
-Custom entries are shown by the renderer registered for their ``customType``
-(exact name, or a prefix ending in ``-`` or ``*``); the rest as compact JSON.
-The roleplay layer's ``pi-roleplay-*`` entries have one here (commit id,
-ops summary, reason, …); another module can register a richer one:
+Structured roleplay entries (every ``pi-roleplay-*`` custom type and the
+``roleplay_finalize_turn`` tool result) get a marker of their own (``rp
+commit``, ``rp correction``, ``rp review``…) and fields: ids, an ops summary,
+the reason (``roleplay_entry_fields``). Other custom entries are shown by the
+renderer registered for their ``customType`` (exact name, or a prefix ending
+in ``-`` or ``*``), else as their data's fields in JSON:
 
     from sessiontree.admin.entry_display import register_custom_entry_renderer
 
-    register_custom_entry_renderer("pi-roleplay-commit", my_commit_fields)
+    register_custom_entry_renderer("my-extension-*", my_fields)
 
 A renderer takes the entry's ``data`` (any JSON value) and returns a list of
 ``(name, text)`` fields.
@@ -21,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from roleplay.schema import roleplay_entry_kind, roleplay_payload
 from sessiontree.core.types import Entry
 
 PREVIEW_CHARS = 140
@@ -94,8 +97,13 @@ def message_text(message: Mapping[str, Any]) -> str:
     return content_text(message.get("content"))
 
 
-def custom_fields(entry: Mapping[str, Any]) -> Fields:
-    """A custom entry's data as readable fields."""
+def custom_fields(entry: Entry) -> Fields:
+    """A custom entry's data (or a roleplay turn result's details) as readable fields."""
+    if roleplay_entry_kind(entry) is not None:
+        try:
+            return roleplay_entry_fields(entry)
+        except Exception:  # a malformed payload: show it as JSON rather than fail the page
+            return [("data", to_json(roleplay_payload(entry)))]
     data = entry.get("data")
     renderer = renderer_for(entry.get("customType"))
     if renderer is not None:
@@ -114,6 +122,9 @@ def fields_text(fields: Fields) -> str:
 
 def describe_entry(entry: Entry) -> tuple[str, str]:
     """(marker, preview) for one entry: what kind of line it is and a short text."""
+    marker = roleplay_marker(entry)
+    if marker is not None:
+        return marker, shorten(fields_text(custom_fields(entry)))
     entry_type = entry.get("type")
     if entry_type == "message":
         message = entry.get("message") or {}
@@ -166,35 +177,101 @@ def summarize_ops(ops: Any, limit: int = 4) -> str:
     return "; ".join(parts) if parts else "no ops"
 
 
-_ROLEPLAY_KEYS = (
-    ("commitId", "commit"),
-    ("characterId", "character"),
-    ("source", "source"),
-    ("reviewId", "review"),
-    ("decision", "decision"),
-    ("turnId", "turn"),
-    ("status", "status"),
-    ("revision", "revision"),
-    ("stateHash", "state hash"),
-    ("correctsCommitId", "corrects"),
-)
+def _ids(items: Any, key: str) -> str:
+    if not isinstance(items, list):
+        return ""
+    ids = [str(item.get(key)) for item in items if isinstance(item, Mapping) and item.get(key) is not None]
+    return ", ".join(ids) if ids else str(len(items))
 
 
-def roleplay_fields(data: Any) -> Fields:
-    """A ``pi-roleplay-*`` entry's data: ids, an ops summary and the reason first."""
-    if not isinstance(data, Mapping):
-        return [("data", to_json(data))]
-    fields: Fields = [(name, str(data[key])) for key, name in _ROLEPLAY_KEYS if data.get(key) is not None]
-    if "ops" in data:
-        fields.append(("ops", summarize_ops(data["ops"])))
-    if "value" in data:
-        fields.append(("value", shorten(to_json(data["value"]), 80)))
-    if data.get("reason"):
-        fields.append(("reason", str(data["reason"])))
-    for key in ("events", "memories", "reviews"):
-        if isinstance(data.get(key), list) and data[key]:
-            fields.append((key, str(len(data[key]))))
+def _commit_fields(commit: Any) -> Fields:
+    """A commit's body (a ``pi-roleplay-commit``'s data, a turn's or a repair's ``commit``)."""
+    if not isinstance(commit, Mapping):
+        return [("commit", to_json(commit))]
+    fields: Fields = []
+    if commit.get("commitId") is not None:
+        fields.append(("commit", str(commit["commitId"])))
+    if "ops" in commit:
+        fields.append(("ops", summarize_ops(commit["ops"])))
+    if commit.get("reason"):
+        fields.append(("reason", str(commit["reason"])))
+    if commit.get("correctsCommitId") is not None:
+        inferred = " (inferred)" if commit.get("correctsCommitIdInferred") else ""
+        fields.append(("corrects", f"{commit['correctsCommitId']}{inferred}"))
+    if commit.get("source") is not None:
+        fields.append(("source", str(commit["source"])))
+    for key in ("events", "memories"):
+        if isinstance(commit.get(key), list) and commit[key]:
+            fields.append((key, str(len(commit[key]))))
+    if isinstance(commit.get("reviews"), list) and commit["reviews"]:
+        fields.append(("reviews proposed", _ids(commit["reviews"], "reviewId")))
     return fields
 
 
-register_custom_entry_renderer("pi-roleplay-*", roleplay_fields)
+# Marker of each roleplay entry kind in the tree (a commit's by its source).
+ROLEPLAY_MARKERS = {
+    "turn": "rp turn",
+    "commit": "rp commit",
+    "review-decision": "rp review",
+    "review-amendment": "rp amendment",
+    "checkpoint": "rp checkpoint",
+    "turn-status": "rp turn status",
+    "repair": "rp repair",
+    "archive": "rp archive",
+    "identity": "rp identity",
+}
+_COMMIT_MARKERS = {"manual-correction": "rp correction", "repair": "rp repair", "turn": "rp turn"}
+
+
+def roleplay_marker(entry: Entry) -> str | None:
+    """The tree marker of a structured roleplay entry, ``None`` for any other entry."""
+    kind = roleplay_entry_kind(entry)
+    if kind is None:
+        return None
+    if kind == "commit":
+        data = entry.get("data")
+        source = data.get("source") if isinstance(data, Mapping) else None
+        return _COMMIT_MARKERS.get(source, "rp commit") if isinstance(source, str) else "rp commit"
+    return ROLEPLAY_MARKERS[kind]
+
+
+def roleplay_entry_fields(entry: Entry) -> Fields:
+    """A structured roleplay entry (every ``pi-roleplay-*`` custom type and the
+    ``roleplay_finalize_turn`` result) as fields: ids, an ops summary, the reason."""
+    kind = roleplay_entry_kind(entry)
+    payload = roleplay_payload(entry)
+    if kind is None or not isinstance(payload, Mapping):
+        return [("data", to_json(payload))]
+    fields: Fields = []
+    if kind == "turn":
+        if payload.get("turnId") is not None:
+            fields.append(("turn", str(payload["turnId"])))
+        fields += _commit_fields(payload.get("commit"))
+        if (entry.get("message") or {}).get("isError"):
+            fields.append(("error", "the tool call failed: the reducer ignores this turn"))
+    elif kind == "commit":
+        fields += _commit_fields(payload)
+    elif kind == "repair":
+        fields.append(("turn", str(payload.get("turnId"))))
+        fields += _commit_fields(payload.get("commit"))
+    elif kind == "review-decision":
+        fields += [("review", str(payload.get("reviewId"))), ("decision", str(payload.get("decision")))]
+    elif kind == "review-amendment":
+        fields += [("review", str(payload.get("reviewId"))), ("value", shorten(to_json(payload.get("value")), 80))]
+    elif kind == "checkpoint":
+        fields.append(("revision", str(payload.get("revision"))))
+        fields.append(("state hash", str(payload.get("stateHash", ""))[:12]))
+        reviews = payload.get("reviews")
+        if isinstance(reviews, Mapping) and isinstance(reviews.get("pending"), list):
+            fields.append(("pending reviews", str(len(reviews["pending"]))))
+        if payload.get("trigger"):
+            fields.append(("trigger", f"{payload['trigger']} {payload.get('compactionEntryId') or ''}".strip()))
+        if payload.get("archived"):
+            fields.append(("archived", "yes"))
+    elif kind == "turn-status":
+        fields += [("turn", str(payload.get("turnId"))), ("status", str(payload.get("status")))]
+    if kind in ("turn-status", "archive") and payload.get("reason"):
+        fields.append(("reason", str(payload["reason"])))
+    if payload.get("characterId") is not None:  # last: the tree's preview is cut, the panel shows it all
+        fields.append(("character", str(payload["characterId"])))
+    return fields

@@ -42,6 +42,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
+from roleplay.schema import roleplay_entry_kind
 from sessiontree import services
 from sessiontree.core.errors import SessionTreeError
 from sessiontree.models import AgentSession, AgentSessionEntry, AuditRecord
@@ -59,6 +60,7 @@ from sessiontree.selectors.tree_window import TreeWindow, branch_window, read_sk
 from .entry_display import content_text, custom_fields, describe_entry, message_text, shorten, to_json
 from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter
 from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm
+from .roleplay import RoleplayPages, holds_roleplay
 
 CLOSED = (AgentSession.Status.ARCHIVED, AgentSession.Status.DELETED)
 AUDIT_ROWS = 50
@@ -355,7 +357,11 @@ class AgentSessionAdmin(admin.ModelAdmin):
         def route(pattern: str, view: Any, name: str) -> URLPattern:
             return path(pattern, self.admin_site.admin_view(view), name="{}_{}_{}".format(*info, name))
 
+        roleplay = RoleplayPages(self)
         return [
+            route("<path:object_id>/roleplay/diff/", roleplay.diff_view, "roleplay_diff"),
+            route("<path:object_id>/roleplay/action/<str:action>/", roleplay.action_view, "roleplay_action"),
+            route("<path:object_id>/roleplay/", roleplay.state_view, "roleplay"),
             route("<path:object_id>/tree/", self.tree_view, "tree"),
             route("<path:object_id>/tree/branch/<str:entry_id>/", self.branch_view, "tree_branch"),
             route("<path:object_id>/tree/run/<str:entry_id>/", self.run_view, "tree_run"),
@@ -390,6 +396,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
         )
         urls["change"] = reverse("admin:sessiontree_agentsession_change", args=[row.pk])
         urls["history"] = reverse("admin:sessiontree_agentsession_history", args=[row.pk])
+        urls["roleplay"] = reverse("admin:sessiontree_agentsession_roleplay", args=[row.pk])
+        urls["roleplay_diff"] = reverse("admin:sessiontree_agentsession_roleplay_diff", args=[row.pk])
         return urls
 
     def _session_panels(self, row: AgentSession) -> dict[str, Any]:
@@ -455,6 +463,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "expected_leaf": skeleton.leaf_entry_id or NO_LEAF,
                 "compacted_count": len(skeleton.compacted_by),
                 "compact_form": CompactForm(),
+                "roleplay": holds_roleplay((r.entry for r in window.iter_rows()), row),
             }
         )
         return TemplateResponse(request, "admin/sessiontree/tree/page.html", context)
@@ -495,6 +504,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
         detail = self._read(lambda: entry_context(get_provider_for_session(row.session_id), row.session_id, entry_id))
         context = self._page_context(request, row, f"Entry {entry_id}")
         marker, preview = describe_entry(detail.entry)
+        turn = roleplay_entry_kind(detail.entry) == "turn"
         context.update(
             {
                 "detail": detail,
@@ -502,7 +512,10 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "entry_json": to_json(detail.entry, pretty=True),
                 "marker": marker,
                 "preview": preview,
-                "custom_fields": custom_fields(detail.entry) if detail.entry.get("type") == "custom" else [],
+                "custom_fields": custom_fields(detail.entry) if detail.entry.get("type") == "custom" or turn else [],
+                "custom_caption": detail.entry.get("customType")
+                or f"{(detail.entry.get('message') or {}).get('toolName')} result",
+                "roleplay": holds_roleplay([detail.entry, *(step.entry for step in detail.steps)], row),
                 "steps": [_step_view(step) for step in detail.steps],
                 "hidden_after": MAX_STEPS // 4,
                 "path_depth": len(detail.path_ids) - 1,

@@ -78,7 +78,9 @@ def test_custom_entries_render_as_fields_not_python_repr(admin_client, roleplay)
     html = admin_client.get(tree_url(roleplay)).content.decode()
 
     assert (
-        "pi-roleplay-commit · commit: c1 · character: alice · source: turn · ops: add /hair = &quot;short&quot;" in html
+        '<span class="marker marker-rp-turn">rp turn</span><span class="tag" title="label">haircut</span>'
+        '<span class="preview">'
+        "commit: c1 · ops: add /hair = &quot;short&quot; · source: turn · character: alice</span>" in html
     )
     assert "{&#x27;commitId&#x27;" not in html and "{'commitId'" not in html
 
