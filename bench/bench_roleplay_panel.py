@@ -14,9 +14,11 @@ paused while timing): ``roleplay.service.inspect_state_detail`` at the leaf
 (what the admin's state panel and ``GET …/roleplay/state/`` call) and
 ``roleplay.service.diff_states`` between the two branch leaves (``GET
 …/roleplay/diff/``), each also with the JSON encoding of its answer; the
-first call of a fresh process (the file provider parses the file then); and,
-for contrast, both on the same sessions without checkpoints. Target: <= 200 ms
-each (server time).
+first call of a fresh process (the file provider parses the file then); the
+admin's state panel page and diff page on the same sessions (Django's test
+client: middleware, auth, reads and templates, DEBUG off; warm, and first
+after the file provider's index is dropped); and, for contrast, both reads on
+the same sessions without checkpoints. Target: <= 200 ms each (server time).
 
 The file leg runs on a temporary SQLite database and folder; the mysql leg on
 its own database (``sessiontree_bench_rp`` by default) on the server of
@@ -277,6 +279,8 @@ def time_reads(kind: str, args: argparse.Namespace) -> dict[str, Any]:
         lambda: orjson.dumps(service.diff_states(provider, "diff", left, right)), args.repeat
     )
 
+    results.update(time_admin_pages(args, left, right))
+
     bare_left, bare_right = left, right
     bare = max(3, args.repeat // 3)
     results["panel_bare_ms"] = median_ms(lambda: panel("panel-bare"), bare)
@@ -286,6 +290,49 @@ def time_reads(kind: str, args: argparse.Namespace) -> dict[str, Any]:
     assert {k: bare_diff[k] for k in ("changed", "added", "removed")} == {
         k: result[k] for k in ("changed", "added", "removed")
     }, "checkpointed and bare diffs differ"
+    return results
+
+
+def time_admin_pages(args: argparse.Namespace, left: str, right: str) -> dict[str, Any]:
+    """The admin's state panel page and diff page on the same sessions: server
+    time through Django's test client (middleware, auth, the reads, the
+    templates), as a server runs them without the network, DEBUG off."""
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+    from django.urls import reverse
+
+    from sessiontree.models import AgentSession
+    from sessiontree.providers.file_provider import clear_index_cache
+
+    settings.DEBUG = False
+    settings.ALLOWED_HOSTS = ["testserver"]
+    user = User.objects.create_superuser("bench", "bench@example.com", "bench")
+    client = Client()
+    client.force_login(user)
+    panel = reverse("admin:sessiontree_agentsession_roleplay", args=[AgentSession.objects.get(session_id="panel").pk])
+    diff = reverse(
+        "admin:sessiontree_agentsession_roleplay_diff", args=[AgentSession.objects.get(session_id="diff").pk]
+    )
+    diff += f"?from={left}&to={right}"
+
+    def get(url: str) -> bytes:
+        response = client.get(url)
+        if response.status_code != 200:
+            raise RuntimeError(f"{url} answered {response.status_code}")
+        return response.content
+
+    results: dict[str, Any] = {}
+    for name, url in (("panel_page", panel), ("diff_page", diff)):
+        clear_index_cache()  # the file provider parses the file again: a page after a restart
+        results[f"{name}_first_ms"] = first_call_ms(lambda url=url: get(url))
+        with CaptureQueriesContext(connection) as queries:
+            body = get(url)
+        results[f"{name}_queries"] = len(queries.captured_queries)
+        results[f"{name}_kb"] = len(body) / 1024
+        results[f"{name}_ms"] = median_ms(lambda url=url: get(url), args.repeat)
     return results
 
 
@@ -379,6 +426,13 @@ def report(r: dict[str, Any]) -> None:
     print(f"  ... plus JSON encoding          {verdict(r['diff_json_ms'])}")
     print(f"  first call, fresh process       {verdict(r['diff_first_ms'])}")
     print(f"  same branches, no checkpoints   {verdict(r['diff_bare_ms'])}")
+    print("admin pages (Django test client: middleware, auth, reads, templates; DEBUG off)")
+    for name, what in (("panel_page", "state panel page"), ("diff_page", "diff page")):
+        print(
+            f"  {what + ' median':31} {verdict(r[f'{name}_ms'])}, {r[f'{name}_queries']} queries, "
+            f"{r[f'{name}_kb']:.0f} KiB of HTML"
+        )
+        print(f"  ... first after a restart       {verdict(r[f'{name}_first_ms'])}")
 
 
 def main() -> None:

@@ -37,11 +37,11 @@ from roleplay.inspection import value_at
 from roleplay.schema import roleplay_entry_kind
 from sessiontree.core.context_builder import UNSET
 from sessiontree.core.errors import SessionTreeError
-from sessiontree.core.path import walk_path
 from sessiontree.core.types import Entry
 from sessiontree.models import AgentSession
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
+from sessiontree.selectors.tree_window import read_skeleton
 
 from .entry_display import custom_fields, roleplay_marker, shorten, summarize_ops, to_json
 from .moderation import CHANNEL, NO_LEAF, ExpectedLeafForm, _expected
@@ -50,6 +50,8 @@ if TYPE_CHECKING:
     from .sessions import AgentSessionAdmin
 
 EVENTS_SHOWN = 50  # the latest events and memories on the panel (the totals are shown)
+ARRAY_ITEMS_SHOWN = 50  # the latest items of a longer array in the state tree (``?rows=all`` shows all)
+ROWS_SHOWN = 1000  # rows of the state tree at most (``?rows=all`` shows all)
 VALUE_CHARS = 300  # a value longer than this is shortened in the state tree (the full JSON is its title)
 TIPS_SHOWN = 200
 JSON_TEXT_LIMIT = 200_000
@@ -75,14 +77,47 @@ class Tips:
 
 
 def read_tips(provider: SessionTreeProvider, session_id: str) -> Tips:
-    """One read of the session's skeleton (id → parent): its tips, in append order, and its active path."""
+    """The session's branch tips (append order) and active path, from the tree
+    page's skeleton (whose leaf-independent shape is kept per process)."""
     with provider.read(session_id) as view:
-        parents = dict(view.parents())
-        leaf = view.state.leaf_entry_id
-    has_children = set(parents.values())
-    tips = [entry_id for entry_id in parents if entry_id not in has_children][:TIPS_SHOWN]
-    active = frozenset(walk_path(leaf, parents)) if leaf is not None and leaf in parents else frozenset()
-    return Tips(leaf, [{"id": tip, "is_leaf": tip == leaf} for tip in tips], active)
+        skeleton = read_skeleton(view)
+    leaf = skeleton.leaf_entry_id
+    tips = [{"id": tip, "is_leaf": tip == leaf} for tip in skeleton.tips[:TIPS_SHOWN]]
+    return Tips(leaf, tips, skeleton.active)
+
+
+def shown_rows(rows: list[Any], *, everything: bool = False) -> list[dict[str, Any]]:
+    """The state rows the panel shows, as dicts it can decorate: an array
+    longer than ``ARRAY_ITEMS_SHOWN`` shows its latest items after one
+    ``hidden`` row counting the earlier ones, and the tree stops after
+    ``ROWS_SHOWN`` rows, so a state holding a long list stays one readable
+    page. ``everything`` shows every row."""
+    if everything:
+        return [dict(row) for row in rows]
+    shown: list[dict[str, Any]] = []
+    first_shown: list[tuple[int, int]] = []  # (depth of an array's items, first index shown), innermost last
+    skip_below: int | None = None  # skip rows deeper than this (a hidden item's subtree)
+    for row in rows:
+        depth = row["depth"]
+        if skip_below is not None:
+            if depth > skip_below:
+                continue
+            skip_below = None
+        while first_shown and depth < first_shown[-1][0]:
+            first_shown.pop()
+        inner = first_shown[-1] if first_shown else None
+        if inner is not None and depth == inner[0] and isinstance(row["key"], int) and row["key"] < inner[1]:
+            if row["key"] == 0:
+                shown.append({"node": "hidden", "depth": depth, "size": inner[1], "pointer": row["pointer"]})
+            skip_below = depth
+            continue
+        if len(shown) >= ROWS_SHOWN:
+            shown.append({"node": "hidden", "depth": 0, "size": None, "pointer": ""})
+            break
+        shown.append(dict(row))
+        if row["node"] == "array" and row["size"] > ARRAY_ITEMS_SHOWN:
+            first_shown.append((depth + 1, row["size"] - ARRAY_ITEMS_SHOWN))
+    return shown
 
 
 # --- forms ---------------------------------------------------------------------------------------
@@ -508,7 +543,12 @@ class RoleplayPages:
             context["error"] = f"{exc.code}: {exc}"
             return TemplateResponse(request, "admin/sessiontree/roleplay/state.html", context)
         prefill = "" if posted is not None else request.GET.get("path", "")
-        context.update(self._state_context(row, detail, tips, posted, can_act=context["can_act"], prefill=prefill))
+        everything = request.GET.get("rows") == "all"
+        context.update(
+            self._state_context(
+                row, detail, tips, posted, can_act=context["can_act"], prefill=prefill, all_rows=everything
+            )
+        )
         if character is not None:  # another character's view of the path: writes target the branch's own
             context.update({"acting": False, "writable": False})
         return TemplateResponse(request, "admin/sessiontree/roleplay/state.html", context)
@@ -522,6 +562,7 @@ class RoleplayPages:
         *,
         can_act: bool,
         prefill: str = "",
+        all_rows: bool = False,
     ) -> dict[str, Any]:
         at_leaf = detail["at_session_leaf"]
         has_character = detail["character_id"] is not None
@@ -529,18 +570,14 @@ class RoleplayPages:
         writable = acting and not detail["archived"]
         expected_leaf = detail["session_leaf_entry_id"] or NO_LEAF
 
-        rows = []
-        for state_row in detail["rows"]:
-            value = state_row["value"]
-            rows.append(
-                {
-                    **state_row,
-                    "indent": 0.4 + state_row["depth"] * 1.4,
-                    "value_json": _json_text(value) if state_row["node"] == "value" else "",
-                    "value_title": to_json(value) if state_row["node"] == "value" else "",
-                    "correct_url": self.state_url(row, path=state_row["pointer"]) + "#correction",
-                }
-            )
+        rows = shown_rows(detail["rows"], everything=all_rows)
+        base = self.state_url(row)
+        for state_row in rows:
+            if state_row["node"] == "value":
+                state_row["value_json"] = _json_text(state_row["value"])
+                state_row["value_title"] = to_json(state_row["value"])
+            state_row["indent"] = 0.4 + state_row["depth"] * 1.4
+            state_row["correct_url"] = f"{base}?{urlencode({'path': state_row['pointer']})}#correction"
 
         pending = [_review_row(review) for review in detail["pending_reviews"]]
         decided = [_review_row(review) for review in detail["decided_reviews"]]
@@ -569,6 +606,7 @@ class RoleplayPages:
         return {
             "detail": detail,
             "rows": rows,
+            "all_rows_url": self.state_url(row, at=detail["leaf_entry_id"] if not at_leaf else None, rows="all"),
             "events": [item_text(event) for event in detail["events"]],
             "memories": [item_text(memory) for memory in detail["memories"]],
             "pending": pending,
