@@ -3,6 +3,8 @@
 - ``sessions``: the session list and a session's pages (tree, entry detail,
   compare, export, moderation actions);
 - ``moderation``: the tree page's actions, each one call to ``sessiontree.services``;
+- ``roleplay``: the roleplay state panel, state diff, review queue and roleplay
+  actions, each one call to ``roleplay.service``;
 - ``entry_display``: how an entry is shown (custom entries as fields, never a repr);
 - ``filters``: the session list's filters.
 """
