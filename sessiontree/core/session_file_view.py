@@ -391,9 +391,10 @@ class _PathFirstView(SessionFileView):
         return None
 
     def _fast_path(self, context: bool = False) -> tuple[list[Entry], SessionContext | None] | None:
-        """The default leaf's path, root first, or ``None`` when the skeleton
-        view must decide (a parent not found before its child, a duplicate id
-        on the path, an id that is not a string).
+        """The default leaf's path, root first, and with ``context`` its
+        context; ``None`` when the skeleton view must decide (a parent not
+        found before its child, a duplicate id on the path, an id that is
+        not a string).
 
         Each parent is the nearest line before its child's that decodes to an
         entry with the parent's id. Pi writes a child right after its parent
@@ -401,12 +402,13 @@ class _PathFirstView(SessionFileView):
         and only when it is not the parent is the file searched backwards for
         the parent's id.
 
-        With ``context``, the context is gathered on the way, each entry read
-        right after it is decoded: messages leaf first (reversed at the end),
-        and the settings from the first thinking-level change and assistant
-        message or model change met. That is ``build_context_from_path``
-        when the path holds no compaction and no context edit; with one of
-        them, the context is ``build_context_from_path`` of the path."""
+        The context is gathered on the way, each entry read right after it
+        is decoded: the messages leaf first (reversed at the end), those of
+        the latest compaction's kept range without system messages, none
+        from before it; the settings from the first thinking-level change,
+        and assistant message or model change, met. That is what
+        ``build_context_from_path`` builds; a path whose selected entries
+        hold a context edit or a message to fill in is left to it."""
         try:
             last = self._last_entry()
         except _NotFast:
@@ -433,34 +435,56 @@ class _PathFirstView(SessionFileView):
         add_source = sources.append
         thinking_level: Any = _ABSENT
         model: Any = _ABSENT
-        special = not context  # True: the context comes from the whole path
+        # The latest compaction, its id, its firstKeptEntryId, and how many
+        # messages came after it; whether its first kept entry was met.
+        compaction: Entry | None = None
+        compaction_id = ""
+        kept_from: Any = _ABSENT
+        after = 0
+        kept_found = False
+        collecting = context  # messages still wanted (not before the kept range)
+        generic = False  # the context is build_context_from_path's
         while True:
             entry_type = entry.get("type")
             if entry_type == "session":
                 return None  # a header line where a parent was expected
-            if special:
-                pass
-            elif entry_type == "message":
-                message = entry.get("message")
-                if message.__class__ is dict and message.get("content") is not None:
-                    add_message(message)
-                    add_source(entry_id)
-                    if model is _ABSENT and message.get("role") == "assistant":
-                        model = {"provider": message.get("provider"), "modelId": message.get("model")}
+            if not generic and context:
+                last_kept = kept_from is not _ABSENT and collecting and entry_id == kept_from
+                if entry_type == "message":
+                    message = entry.get("message")
+                    if message.__class__ is dict:
+                        if not collecting:
+                            pass
+                        elif message.get("content") is None:
+                            generic = True  # content to fill in: rare, the builder knows how
+                        elif kept_from is _ABSENT or message.get("role") != "system":
+                            add_message(message)
+                            add_source(entry_id)
+                        if model is _ABSENT and message.get("role") == "assistant":
+                            model = {"provider": message.get("provider"), "modelId": message.get("model")}
+                elif entry_type == "thinking_level_change":
+                    if thinking_level is _ABSENT and "thinkingLevel" in entry:
+                        thinking_level = entry["thinkingLevel"]
+                elif entry_type == "model_change":
+                    if model is _ABSENT:
+                        model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
+                elif not collecting:
+                    pass
+                elif entry_type == "compaction":
+                    if compaction is None:
+                        compaction, compaction_id = entry, entry_id
+                        kept_from = entry.get("firstKeptEntryId")
+                        after = len(messages)
+                    # an older one in the kept range: only the latest speaks
+                elif entry_type == "context_edit":
+                    generic = True
                 else:
-                    special = True  # no message, or its content to fill in: rare, the builder knows how
-            elif entry_type == "thinking_level_change":
-                if thinking_level is _ABSENT and "thinkingLevel" in entry:
-                    thinking_level = entry["thinkingLevel"]
-            elif entry_type == "model_change":
-                if model is _ABSENT:
-                    model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
-            elif entry_type == "compaction" or entry_type == "context_edit":
-                special = True
-            else:
-                for entry_message in reversed(entry_context_messages(entry)):
-                    add_message(entry_message)
-                    add_source(entry_id)
+                    for entry_message in reversed(entry_context_messages(entry)):
+                        add_message(entry_message)
+                        add_source(entry_id)
+                if last_kept:
+                    kept_found = True
+                    collecting = False
             parent_id = entry.get("parentId")
             if parent_id.__class__ is not str:
                 if parent_id is None:
@@ -491,10 +515,17 @@ class _PathFirstView(SessionFileView):
         path.reverse()
         if not context:
             return path, None
-        if special:
+        if generic:
             return path, build_context_from_path(path)
+        if compaction is not None and not kept_found:
+            del messages[after:]  # its first kept entry is not on the path: it keeps nothing
+            del sources[after:]
         messages.reverse()
         sources.reverse()
+        if compaction is not None:
+            speaking = entry_context_messages(compaction)
+            messages[:0] = speaking
+            sources[:0] = [compaction_id] * len(speaking)
         return path, {
             "messages": messages,
             "thinking_level": DEFAULT_THINKING_LEVEL if thinking_level is _ABSENT else thinking_level,

@@ -61,25 +61,23 @@ CONTENTS = [None, "text", [], [{"type": "text", "text": "block"}]]
 
 
 @st.composite
-def entry_bodies(draw, earlier_ids):
-    """One entry without id and parentId."""
+def entry_bodies(draw, earlier_ids, odd):
+    """One entry without id and parentId; ``odd``: also messages without
+    content or without a message object, context edits, odd types (each
+    hands the path to ``build_context_from_path``)."""
     kind = draw(
         st.sampled_from(
             [
-                "message",
-                "message",
-                "message",
-                "odd_message",
+                *["message"] * 8,
                 "thinking_level_change",
                 "model_change",
-                "compaction",
+                *["compaction"] * 2,
                 "branch_summary",
                 "custom_message",
-                "context_edit",
                 "label",
                 "custom",
                 "session_info",
-                "odd_type",
+                *(["odd_message", "odd_type", "context_edit"] if odd else []),
             ]
         )
     )
@@ -87,8 +85,8 @@ def entry_bodies(draw, earlier_ids):
     target = draw(st.sampled_from(earlier_ids)) if earlier_ids else "nowhere"
     if kind == "message":
         role = draw(st.sampled_from(ROLES))
-        message = {"role": role, "content": draw(st.sampled_from(CONTENTS))}
-        if draw(st.booleans()):
+        message = {"role": role, "content": draw(st.sampled_from(CONTENTS if odd else CONTENTS[1:]))}
+        if odd and draw(st.booleans()):
             del message["content"]
         if role == "assistant":
             message.update(provider=draw(st.sampled_from(["p", "q"])), model=draw(st.sampled_from(["m1", "m2"])))
@@ -139,6 +137,7 @@ def session_trees(draw, max_entries=30):
     """Entries in append order, each attached to an earlier one (mostly the
     latest), or a new root."""
     count = draw(st.integers(1, max_entries))
+    odd = draw(st.booleans())
     entries: list[dict] = []
     for index in range(count):
         ids = [e["id"] for e in entries]
@@ -148,7 +147,7 @@ def session_trees(draw, max_entries=30):
             parent = ids[-1]
         else:
             parent = draw(st.sampled_from(ids))
-        body = draw(entry_bodies(ids))
+        body = draw(entry_bodies(ids, odd))
         entries.append({"type": body.pop("type"), "id": entry_id(index, draw(ID_STYLES)), "parentId": parent, **body})
     return entries
 
@@ -173,7 +172,9 @@ def test_message_entries_give_their_own_message_objects():
     assert entries[1]["message"]["content"] is None
 
 
-KEY_ORDERS = st.sampled_from(["pi", "pi", "pi", "last", "first"])
+# Mostly Pi's order; id first (no ``"id":…,"parentId":`` text) sends a
+# searched-for parent to the skeleton view.
+KEY_ORDERS = st.sampled_from(["pi"] * 12 + ["last"] * 4 + ["first"])
 JUNK = st.sampled_from([b"", b"\n", b"  \n", b"not json\n", b"[1]\n", b"null\n", b"torn"])
 
 
