@@ -247,7 +247,8 @@ class SessionFileView:
             position = positions[i]
             entry_type = types[position]
             if thinking is None and entry_type == _SETTINGS_TYPES[0]:
-                thinking = position
+                if "thinkingLevel" in self._entry(position):  # one without a level changes nothing
+                    thinking = position
             elif model is None and (
                 entry_type == _SETTINGS_TYPES[1] or (entry_type == b"message" and _is_assistant(self._entry(position)))
             ):

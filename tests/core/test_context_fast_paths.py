@@ -61,7 +61,7 @@ CONTENTS = [None, "text", [], [{"type": "text", "text": "block"}]]
 
 
 @st.composite
-def entry_bodies(draw, earlier_ids, odd):
+def entry_bodies(draw, earlier_ids, ancestors, odd):
     """One entry without id and parentId; ``odd``: also messages without
     content or without a message object, context edits, odd types (each
     hands the path to ``build_context_from_path``)."""
@@ -105,7 +105,7 @@ def entry_bodies(draw, earlier_ids, odd):
             "type": kind,
             "timestamp": stamp,
             "summary": "summary",
-            "firstKeptEntryId": draw(st.sampled_from([target, None, "nowhere"])),
+            "firstKeptEntryId": draw(st.sampled_from([*ancestors[-6:], target, None, "nowhere"])),
             "tokensBefore": 10,
         }
         if draw(st.booleans()):
@@ -132,6 +132,16 @@ def entry_id(index, style):
     return {"hex": f"{index:08x}", "quote": f'q"{index}', "unicode": f"ü{index}🚀", "backslash": f"b\\{index}"}[style]
 
 
+def ancestry(entry_id, entries):
+    """Root-first ids of ``entry_id``'s path (a compaction keeps from one of them)."""
+    parents = {e["id"]: e["parentId"] for e in entries}
+    chain = []
+    while entry_id is not None:
+        chain.append(entry_id)
+        entry_id = parents[entry_id]
+    return chain[::-1]
+
+
 @st.composite
 def session_trees(draw, max_entries=30):
     """Entries in append order, each attached to an earlier one (mostly the
@@ -147,7 +157,7 @@ def session_trees(draw, max_entries=30):
             parent = ids[-1]
         else:
             parent = draw(st.sampled_from(ids))
-        body = draw(entry_bodies(ids, odd))
+        body = draw(entry_bodies(ids, ancestry(parent, entries), odd))
         entries.append({"type": body.pop("type"), "id": entry_id(index, draw(ID_STYLES)), "parentId": parent, **body})
     return entries
 
@@ -212,6 +222,10 @@ def test_the_default_context_and_path_are_the_full_loaders(tmp_path_factory, dat
     entries = split_header(load_entries_from_file(path))[1]
     assert open_session_file(path).context() == build_session_context(entries)
     assert open_session_file(path).path() == get_path_to_leaf(entries, entries[-1]["id"])
+    # Other leaves: the skeleton view, on the same odd files.
+    view = open_session_file(path)
+    for leaf in entries[::5]:
+        assert view.context(leaf["id"]) == build_session_context(entries, leaf["id"])
 
 
 # --- gc_paused(promote=True) ---------------------------------------------------

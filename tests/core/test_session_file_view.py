@@ -309,3 +309,41 @@ def test_v1_and_v2_files_read_like_the_full_loader(tmp_path):
     entries[1]["message"] = {"role": "hookMessage", "content": "h"}
     path = lines_file(tmp_path, entries, name="v2.jsonl", header=v2)
     assert [m["role"] for m in open_session_file(path).context()["messages"]] == ["user", "custom", "toolResult"]
+
+
+def test_a_thinking_level_change_without_a_level_changes_nothing(tmp_path):
+    # Found by the property test: with a compaction whose kept range starts
+    # off the path, the skeleton view reads the settings from the whole path,
+    # and took the latest change even without a level.
+    entries = chain(2)
+    entries[1]["parentId"] = None
+    entries += [
+        {"type": "thinking_level_change", "id": "t1", "parentId": entries[1]["id"], "thinkingLevel": "low"},
+        {"type": "compaction", "id": "c1", "parentId": "t1", "summary": "s", "firstKeptEntryId": entries[0]["id"]},
+        {"type": "thinking_level_change", "id": "t2", "parentId": "c1"},
+        *[{**e, "id": f"x{i}", "parentId": "t2" if i == 0 else f"x{i - 1}"} for i, e in enumerate(chain(2))],
+    ]
+    path = lines_file(tmp_path, entries)
+    expected = build_session_context(entries)
+    assert expected["thinking_level"] == "low"
+    view = open_session_file(path)
+    assert view.context() == expected  # the backward walk
+    assert view.context("x1") == expected  # the skeleton view
+
+
+@pytest.mark.parametrize("kept", ["e0002", "e0000", "c1", "nowhere", None])
+def test_compactions_on_the_default_path(tmp_path, kept):
+    # Before, inside and after the kept range: a system message, which only
+    # the kept range leaves out; an older compaction inside it says nothing.
+    entries = chain(6)
+    system = {"role": "system", "content": "rules"}
+    entries[1]["message"] = entries[3]["message"] = system
+    older = {"type": "compaction", "id": "c0", "summary": "old", "firstKeptEntryId": "e0000", "tokensBefore": 1}
+    latest = {"type": "compaction", "id": "c1", "summary": "new", "firstKeptEntryId": kept, "tokensBefore": 2}
+    latest["systemMessage"] = {"role": "system", "content": "checkpoint"}
+    rows = [*entries[:4], {**older, "parentId": "e0003"}, {**entries[4], "parentId": "c0"}]
+    rows += [{**latest, "parentId": "e0004"}, {**entries[5], "parentId": "c1"}]
+    rows += [{**chain(1, "s")[0], "id": "s1", "parentId": "e0005", "message": system}]
+    _, context = assert_same_as_full_loader(lines_file(tmp_path, rows))
+    expected_kept = {"e0002": ["e0002", "c0", "e0004"], "e0000": ["e0000", "e0002", "c0", "e0004"]}.get(kept, [])
+    assert context["source_entry_ids"] == ["c1", "c1", *(e for e in expected_kept if e != "c0"), "e0005", "s1"]
