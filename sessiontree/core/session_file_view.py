@@ -38,6 +38,7 @@ from .context_builder import (
     DEFAULT_THINKING_LEVEL,
     UNSET,
     _Unset,
+    apply_context_edit,
     build_context_from_path,
     context_settings,
     empty_context,
@@ -392,10 +393,10 @@ class _PathFirstView(SessionFileView):
         return None
 
     def _fast_path(self, context: bool = False) -> tuple[list[Entry], SessionContext | None] | None:
-        """The default leaf's path, root first, and with ``context`` its
-        context; ``None`` when the skeleton view must decide (a parent not
-        found before its child, a duplicate id on the path, an id that is
-        not a string).
+        """The default leaf's path, root first; with ``context``, its context
+        instead (and no path). ``None`` when the skeleton view must decide (a
+        parent not found before its child, a duplicate id on the path, an id
+        that is not a string).
 
         Each parent is the nearest line before its child's that decodes to an
         entry with the parent's id. Pi writes a child right after its parent
@@ -403,13 +404,15 @@ class _PathFirstView(SessionFileView):
         and only when it is not the parent is the file searched backwards for
         the parent's id.
 
-        The context is gathered on the way, each entry read right after it
-        is decoded: the messages leaf first (reversed at the end), those of
-        the latest compaction's kept range without system messages, none
-        from before it; the settings from the first thinking-level change,
-        and assistant message or model change, met. That is what
-        ``build_context_from_path`` builds; a path whose selected entries
-        hold a context edit or a message to fill in is left to it."""
+        The context is what ``build_context_from_path`` builds, gathered on
+        the way with each entry read right after it is decoded and then let
+        go: messages leaf first (reversed at the end), those of the latest
+        compaction's kept range without system messages, none from before
+        it; each entry's latest context edit met first; the settings from
+        the first thinking-level change, and assistant message or model
+        change, met. A context edit whose target comes after it on the path
+        (never written so by Pi or us) leaves the context to
+        ``build_context_from_path``: ``([], None)``."""
         try:
             last = self._last_entry()
         except _NotFast:
@@ -443,22 +446,27 @@ class _PathFirstView(SessionFileView):
         kept_from: Any = _ABSENT
         after = 0
         kept_found = False
+        # The latest context edit of each target (the first met), and once
+        # there is one, the ids walked so far.
+        edits: dict[Any, Entry] = {}
+        walked: set[str] | None = None
         collecting = context  # messages still wanted (not before the kept range)
-        generic = False  # the context is build_context_from_path's
         while True:
             entry_type = entry.get("type")
             if entry_type == "session":
                 return None  # a header line where a parent was expected
-            if not generic and context:
+            if context:
                 last_kept = kept_from is not _ABSENT and collecting and entry_id == kept_from
                 if entry_type == "message":
                     message = entry.get("message")
                     if message.__class__ is dict:
-                        if not collecting:
-                            pass
-                        elif message.get("content") is None:
-                            generic = True  # content to fill in: rare, the builder knows how
-                        elif kept_from is _ABSENT or message.get("role") != "system":
+                        if not collecting or (kept_from is not _ABSENT and message.get("role") == "system"):
+                            pass  # not selected
+                        elif message.get("content") is None or (edits and entry_id in edits):
+                            for entry_message in reversed(self._edited_messages(entry, edits)):
+                                add_message(entry_message)
+                                add_source(entry_id)
+                        else:
                             add_message(message)
                             add_source(entry_id)
                         if model is _ABSENT and message.get("role") == "assistant":
@@ -478,9 +486,14 @@ class _PathFirstView(SessionFileView):
                         after = len(messages)
                     # an older one in the kept range: only the latest speaks
                 elif entry_type == "context_edit":
-                    generic = True
+                    target = entry.get("targetId")
+                    if walked is None:
+                        walked = set(ids)
+                    if target in walked:
+                        return [], None  # its target is behind it: the builder decides
+                    edits.setdefault(target, entry)
                 else:
-                    for entry_message in reversed(entry_context_messages(entry)):
+                    for entry_message in reversed(self._edited_messages(entry, edits)):
                         add_message(entry_message)
                         add_source(entry_id)
                 if last_kept:
@@ -506,33 +519,39 @@ class _PathFirstView(SessionFileView):
                 if searched is None:
                     return None
                 obj, line_start = searched
-            append(obj)
+            if not context:
+                append(obj)
             add_id(parent_id)
+            if walked is not None:
+                walked.add(parent_id)
             entry = obj
             entry_id = parent_id
             before = line_start
         if len(set(ids)) != len(ids):
             return None  # a duplicate id: let the skeleton view name it
-        path.reverse()
         if not context:
+            path.reverse()
             return path, None
-        if generic:
-            return path, build_context_from_path(path)
         if compaction is not None and not kept_found:
             del messages[after:]  # its first kept entry is not on the path: it keeps nothing
             del sources[after:]
         messages.reverse()
         sources.reverse()
         if compaction is not None:
-            speaking = entry_context_messages(compaction)
+            speaking = self._edited_messages(compaction, edits)
             messages[:0] = speaking
             sources[:0] = [compaction_id] * len(speaking)
-        return path, {
+        return [], {
             "messages": messages,
             "thinking_level": DEFAULT_THINKING_LEVEL if thinking_level is _ABSENT else thinking_level,
             "model": None if model is _ABSENT else model,
             "source_entry_ids": sources,
         }
+
+    @staticmethod
+    def _edited_messages(entry: Entry, edits: dict[Any, Entry]) -> list[dict[str, Any]]:
+        messages = entry_context_messages(entry)
+        return apply_context_edit(messages, edits.get(entry["id"])) if edits else messages
 
     def _search_parent(self, parent_id: str, before: int) -> tuple[Entry, int] | None:
         """The nearest entry with id ``parent_id`` whose line starts before
@@ -571,6 +590,10 @@ class _PathFirstView(SessionFileView):
         if isinstance(leaf_id, _Unset) and self._skeleton is None:
             with gc_paused(promote=self._big):
                 found = self._fast_path(context=True)
+                if found is not None and found[1] is None:
+                    found = self._fast_path()
+                    if found is not None:
+                        return build_context_from_path(found[0])
             if found is not None and found[1] is not None:
                 return found[1]
         return self._view().context(leaf_id)

@@ -347,3 +347,33 @@ def test_compactions_on_the_default_path(tmp_path, kept):
     _, context = assert_same_as_full_loader(lines_file(tmp_path, rows))
     expected_kept = {"e0002": ["e0002", "c0", "e0004"], "e0000": ["e0000", "e0002", "c0", "e0004"]}.get(kept, [])
     assert context["source_entry_ids"] == ["c1", "c1", *(e for e in expected_kept if e != "c0"), "e0005", "s1"]
+
+
+def test_context_edits_and_filled_in_content_on_the_default_path(tmp_path):
+    entries = chain(6)
+    entries[2]["message"] = {"role": "user"}  # no content: filled in with []
+    edit = {"type": "context_edit", "timestamp": "2026-11-01T00:00:00.000Z"}
+    compaction = {"type": "compaction", "summary": "s", "firstKeptEntryId": "e0001", "tokensBefore": 1}
+    rows = [*entries[:4], {**compaction, "id": "c1", "parentId": "e0003"}]
+    rows += [{**edit, "id": "x1", "parentId": "c1", "targetId": "e0001", "replacement": {"content": "first"}}]
+    rows += [{**edit, "id": "x2", "parentId": "x1", "targetId": "e0001", "replacement": {"content": "latest"}}]
+    rows += [{**edit, "id": "x3", "parentId": "x2", "targetId": "e0003", "replacement": None}]
+    rows += [{**edit, "id": "x4", "parentId": "x3", "targetId": "c1", "replacement": None}]
+    rows += [{**entries[4], "parentId": "x4"}, entries[5]]
+    rows += [{**edit, "id": "x5", "parentId": "e0005", "targetId": "e0005", "replacement": {"content": "now"}}]
+    _, context = assert_same_as_full_loader(lines_file(tmp_path, rows))
+    # The compaction's own messages omitted, e0001 edited by its latest edit, e0003 omitted.
+    assert context["source_entry_ids"] == ["e0001", "e0002", "e0004", "e0005"]
+    assert [m["content"] for m in context["messages"]][:2] == [[{"type": "text", "text": "latest"}], []]
+    assert context["messages"][3]["content"] == [{"type": "text", "text": "now"}]
+
+
+def test_a_context_edit_before_its_target_on_the_path(tmp_path):
+    # Never written so (a target exists before its edit), but a file can say
+    # it: the edit still applies, through build_context_from_path.
+    entries = chain(3)
+    edit = {"type": "context_edit", "id": "x1", "parentId": "e0000", "targetId": "e0002", "replacement": None}
+    rows = [entries[0], edit, {**entries[1], "parentId": "x1"}, entries[2]]
+    path = lines_file(tmp_path, rows)
+    _, context = assert_same_as_full_loader(path)
+    assert context["source_entry_ids"] == ["e0000", "e0001"]
