@@ -174,6 +174,12 @@ def apply_context_edit(messages: list[dict[str, Any]], edit: Entry | None) -> li
     return edited
 
 
+def _role(entry: Entry) -> Any:
+    """A message entry's role (``None`` when its message is not an object)."""
+    message = entry.get("message")
+    return message.get("role") if isinstance(message, dict) else None
+
+
 def select_context_entries(path: Sequence[Entry]) -> list[Entry]:
     """The entries a context is made of (Pi's ``buildContextEntries``): the
     whole path, or with a compaction on it, the latest compaction first, then
@@ -194,7 +200,7 @@ def select_context_entries(path: Sequence[Entry]) -> list[Entry]:
     for entry in path[:compaction_index]:
         if entry["id"] == first_kept_id:
             kept = True
-        if kept and not (entry.get("type") == "message" and (entry.get("message") or {}).get("role") == "system"):
+        if kept and not (entry.get("type") == "message" and _role(entry) == "system"):
             selected.append(entry)
     selected.extend(path[compaction_index + 1 :])
     return selected
@@ -262,36 +268,83 @@ def build_session_context(
 
 def context_settings(path: Sequence[Entry]) -> tuple[str, ModelRef | None]:
     """Thinking level and model at the end of ``path``: the latest
-    ``thinking_level_change``, and the latest ``model_change`` or assistant
-    message (its provider and model)."""
-    thinking_level = DEFAULT_THINKING_LEVEL
-    model: ModelRef | None = None
-    for entry in path:
+    ``thinking_level_change`` that names a level, and the latest
+    ``model_change`` or assistant message (its provider and model). Read
+    from the end, so a long path is seldom read in full."""
+    thinking_level: Any = _ABSENT
+    model: Any = _ABSENT
+    for index in range(len(path) - 1, -1, -1):
+        entry = path[index]
         entry_type = entry.get("type")
-        if entry_type == "thinking_level_change":
-            thinking_level = entry.get("thinkingLevel", thinking_level)
-        elif entry_type == "model_change":
-            model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}  # type: ignore[assignment]
-        elif entry_type == "message":
-            message = entry.get("message") or {}
-            if message.get("role") == "assistant":
-                model = {"provider": message.get("provider"), "modelId": message.get("model")}  # type: ignore[assignment]
-    return thinking_level, model
+        if entry_type == "message":
+            if model is _ABSENT:
+                message = entry.get("message")
+                if isinstance(message, dict) and message.get("role") == "assistant":
+                    model = {"provider": message.get("provider"), "modelId": message.get("model")}
+                    if thinking_level is not _ABSENT:
+                        break
+        elif entry_type == "thinking_level_change":
+            if thinking_level is _ABSENT and "thinkingLevel" in entry:
+                thinking_level = entry["thinkingLevel"]
+                if model is not _ABSENT:
+                    break
+        elif entry_type == "model_change" and model is _ABSENT:
+            model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
+            if thinking_level is not _ABSENT:
+                break
+    return (
+        DEFAULT_THINKING_LEVEL if thinking_level is _ABSENT else thinking_level,
+        None if model is _ABSENT else model,
+    )
 
 
 def build_context_from_path(path: Sequence[Entry]) -> SessionContext:
     """Context for an already resolved root-first path (providers that load
-    only the path's payloads call this directly)."""
+    only the path's payloads call this directly).
+
+    What ``project_path`` projects, in one pass over the selected entries: a
+    message entry's message is taken as it is (no copy), other entries go
+    through ``entry_context_messages``, and a path with a ``context_edit``
+    among the selected entries is projected by ``project_path`` itself."""
     thinking_level, model = context_settings(path)
+    selected: Sequence[Entry] = path
+    for index in range(len(path) - 1, -1, -1):
+        if path[index].get("type") == "compaction":
+            selected = select_context_entries(path)
+            break
     messages: list[dict[str, Any]] = []
     source_entry_ids: list[str] = []
-    for entry, entry_messages in project_path(path):
-        for message in entry_messages:
-            messages.append(message)
-            source_entry_ids.append(entry["id"])
+    add_message = messages.append
+    add_source = source_entry_ids.append
+    for index, entry in enumerate(selected):
+        entry_type = entry.get("type")
+        if entry_type == "message":
+            message = entry.get("message")
+            if isinstance(message, dict) and message.get("content") is not None:
+                add_message(message)
+                add_source(entry["id"])
+                continue
+        elif entry_type == "context_edit":
+            messages, source_entry_ids = _projected_messages(path)
+            break
+        elif entry_type == "compaction" and index > 0:
+            continue  # an older compaction in the kept range: only the latest speaks
+        for entry_message in entry_context_messages(entry):
+            add_message(entry_message)
+            add_source(entry["id"])
     return {
         "messages": messages,
         "thinking_level": thinking_level,
         "model": model,
         "source_entry_ids": source_entry_ids,
     }
+
+
+def _projected_messages(path: Sequence[Entry]) -> tuple[list[dict[str, Any]], list[str]]:
+    messages: list[dict[str, Any]] = []
+    source_entry_ids: list[str] = []
+    for entry, entry_messages in project_path(path):
+        for message in entry_messages:
+            messages.append(message)
+            source_entry_ids.append(entry["id"])
+    return messages, source_entry_ids

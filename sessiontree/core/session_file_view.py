@@ -9,6 +9,12 @@ start, or ``"id":…,"parentId":…}`` at the end of a migrated v1 line) — and
 decodes a line in full only when it is needed. A line whose skeleton cannot
 be read that way is decoded in full at once.
 
+The default leaf (the last entry), what Pi opens a session at, is read
+without any skeleton: from the last line backwards, parent by parent, each
+entry decoded once and its part of the context taken while it is fresh
+(``_PathFirstView``). What is decoded is kept, so it skips the young
+garbage collections (``gc_paused(promote=True)``).
+
 What it answers is exactly what ``load_entries_from_file`` followed by
 ``get_path_to_leaf`` / ``build_session_context`` answer (tests compare
 them): files before version 3 are loaded and migrated in full, and a line
@@ -27,7 +33,18 @@ from typing import Any
 
 import orjson
 
-from .context_builder import UNSET, _Unset, build_context_from_path, context_settings, empty_context, walk_to_root
+from .context_builder import (
+    _ABSENT,
+    DEFAULT_THINKING_LEVEL,
+    UNSET,
+    _Unset,
+    apply_context_edit,
+    build_context_from_path,
+    context_settings,
+    empty_context,
+    entry_context_messages,
+    walk_to_root,
+)
 from .errors import CorruptSessionTree, EntryNotFound
 from .path import build_entry_index
 from .pi_session_file import (
@@ -46,10 +63,18 @@ _SUFFIX = re.compile(rb',"id":"([^"\\]*)","parentId":(?:"([^"\\]*)"|null)\}\s*\Z
 _SUFFIX_WINDOW = 160
 # Entry types whose latest occurrence on the path sets a context setting.
 _SETTINGS_TYPES = (b"thinking_level_change", b"model_change")
+# From this file size on, the entries a read decodes skip the young
+# collections (``gc_paused(promote=True)``); below, collecting them costs
+# about what collecting the young generations beforehand does.
+_PROMOTE_BYTES = 64 << 10
 
 
 class _TornLine(Exception):
     """A line whose skeleton was read does not decode: fall back to a full load."""
+
+
+class _NotFast(Exception):
+    """The default leaf's path cannot be read the fast way: use the skeleton view."""
 
 
 class SessionFileView:
@@ -133,6 +158,11 @@ class SessionFileView:
         self._add_decoded(obj, start, end)
 
     # --- entries ---------------------------------------------------------------
+    @property
+    def _big(self) -> bool:
+        """Whether what a read decodes is worth promoting (``gc_paused``)."""
+        return len(self._data) >= _PROMOTE_BYTES
+
     def _entry(self, position: int) -> Entry:
         entry = self._decoded.get(position)
         if entry is None:
@@ -178,7 +208,7 @@ class SessionFileView:
         leaf = self.leaf_id if isinstance(leaf_id, _Unset) else leaf_id
         if leaf is None:
             return []
-        with gc_paused():
+        with gc_paused(promote=self._big):
             return [self._entry(p) for p in self._path_positions(leaf)]
 
     def context(self, leaf_id: str | None | _Unset = UNSET) -> SessionContext:
@@ -187,7 +217,7 @@ class SessionFileView:
         leaf = self.leaf_id if isinstance(leaf_id, _Unset) else leaf_id
         if leaf is None:
             return empty_context()
-        with gc_paused():
+        with gc_paused(promote=self._big):
             positions = self._path_positions(leaf)
             types = self._types
             # Only the latest compaction's region can reach the model.
@@ -218,17 +248,20 @@ class SessionFileView:
             position = positions[i]
             entry_type = types[position]
             if thinking is None and entry_type == _SETTINGS_TYPES[0]:
-                thinking = position
+                if "thinkingLevel" in self._entry(position):  # one without a level changes nothing
+                    thinking = position
             elif model is None and (
-                entry_type == _SETTINGS_TYPES[1]
-                or (
-                    entry_type == b"message" and (self._entry(position).get("message") or {}).get("role") == "assistant"
-                )
+                entry_type == _SETTINGS_TYPES[1] or (entry_type == b"message" and _is_assistant(self._entry(position)))
             ):
                 model = position
             if thinking is not None and model is not None:
                 break
         return [self._entry(p) for p in sorted(p for p in (thinking, model) if p is not None)]
+
+
+def _is_assistant(entry: Entry) -> bool:
+    message = entry.get("message")
+    return isinstance(message, dict) and message.get("role") == "assistant"
 
 
 class _FullView(SessionFileView):
@@ -338,88 +371,231 @@ class _PathFirstView(SessionFileView):
     def leaf_id(self) -> str | None:
         return self._view().leaf_id
 
-    def _last_entry(self) -> Entry | None:
+    def _last_entry(self) -> tuple[Entry, int] | None:
+        """The last line that is an entry, and where it starts; ``None`` when
+        the file has no entry. ``_NotFast`` when that entry has no string id
+        (the skeleton view names the problem)."""
         data = self._data
+        first = self._start
         end = len(data)
-        while end > self._start:
-            line_start = data.rfind(b"\n", self._start, end - 1) + 1 if end - 1 > self._start else self._start
-            line_start = max(line_start, self._start)
+        while end > first:
+            line_start = max(data.rfind(b"\n", first, end - 1) + 1, first)
             line = memoryview(data)[line_start:end]
-            if bytes(line).strip():
-                try:
-                    obj = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    obj = None
-                if isinstance(obj, dict) and obj.get("type") != "session":
-                    if not isinstance(obj.get("id"), str):
-                        return None
-                    self._last_start = line_start
-                    return obj
-            end = line_start - 1 if line_start > self._start else self._start
-            if end <= self._start:
-                break
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                obj = None  # blank, malformed or torn: not an entry
+            if isinstance(obj, dict) and obj.get("type") != "session":
+                if not isinstance(obj.get("id"), str):
+                    raise _NotFast
+                return obj, line_start
+            end = line_start - 1
         return None
 
-    def _fast_path(self) -> list[Entry] | None:
+    def _fast_path(self, context: bool = False) -> tuple[list[Entry], SessionContext | None] | None:
+        """The default leaf's path, root first; with ``context``, its context
+        instead (and no path). ``None`` when the skeleton view must decide (a
+        parent not found before its child, a duplicate id on the path, an id
+        that is not a string).
+
+        Each parent is the nearest line before its child's that decodes to an
+        entry with the parent's id. Pi writes a child right after its parent
+        except where the leaf moved, so the line just before is tried first
+        and only when it is not the parent is the file searched backwards for
+        the parent's id.
+
+        The context is what ``build_context_from_path`` builds, gathered on
+        the way with each entry read right after it is decoded and then let
+        go: messages leaf first (reversed at the end), those of the latest
+        compaction's kept range without system messages, none from before
+        it; each entry's latest context edit met first; the settings from
+        the first thinking-level change, and assistant message or model
+        change, met. A context edit whose target comes after it on the path
+        (never written so by Pi or us) leaves the context to
+        ``build_context_from_path``: ``([], None)``."""
+        try:
+            last = self._last_entry()
+        except _NotFast:
+            return None
+        if last is None:
+            return [], (empty_context() if context else None)
+        entry, before = last
         data = self._data
-        leaf = self._last_entry()
-        if leaf is None:
-            return []
-        path = [leaf]
-        seen = {leaf["id"]}
-        before = self._last_start
+        view = memoryview(data)
+        loads = orjson.loads
         rfind = data.rfind
-        find = data.find
-        prefix = _PREFIX.match
-        entry = leaf
+        first = self._start
+        # The byte before ``first`` ends the header line: every search for a
+        # line start finds a newline at or after it.
+        newline_floor = first - 1
+        path = [entry]
+        append = path.append
+        entry_id: str = entry["id"]
+        ids = [entry_id]
+        add_id = ids.append
+        messages: list[dict[str, Any]] = []
+        sources: list[str] = []
+        add_message = messages.append
+        add_source = sources.append
+        thinking_level: Any = _ABSENT
+        model: Any = _ABSENT
+        # The latest compaction, its id, its firstKeptEntryId, and how many
+        # messages came after it; whether its first kept entry was met.
+        compaction: Entry | None = None
+        compaction_id = ""
+        kept_from: Any = _ABSENT
+        after = 0
+        kept_found = False
+        # The latest context edit of each target (the first met), and once
+        # there is one, the ids walked so far.
+        edits: dict[Any, Entry] = {}
+        walked: set[str] | None = None
+        collecting = context  # messages still wanted (not before the kept range)
         while True:
+            entry_type = entry.get("type")
+            if entry_type == "session":
+                return None  # a header line where a parent was expected
+            if context:
+                last_kept = kept_from is not _ABSENT and collecting and entry_id == kept_from
+                if entry_type == "message":
+                    message = entry.get("message")
+                    if message.__class__ is dict:
+                        if not collecting or (kept_from is not _ABSENT and message.get("role") == "system"):
+                            pass  # not selected
+                        elif message.get("content") is None or (edits and entry_id in edits):
+                            for entry_message in reversed(self._edited_messages(entry, edits)):
+                                add_message(entry_message)
+                                add_source(entry_id)
+                        else:
+                            add_message(message)
+                            add_source(entry_id)
+                        if model is _ABSENT and message.get("role") == "assistant":
+                            model = {"provider": message.get("provider"), "modelId": message.get("model")}
+                elif entry_type == "thinking_level_change":
+                    if thinking_level is _ABSENT and "thinkingLevel" in entry:
+                        thinking_level = entry["thinkingLevel"]
+                elif entry_type == "model_change":
+                    if model is _ABSENT:
+                        model = {"provider": entry.get("provider"), "modelId": entry.get("modelId")}
+                elif not collecting:
+                    pass
+                elif entry_type == "compaction":
+                    if compaction is None:
+                        compaction, compaction_id = entry, entry_id
+                        kept_from = entry.get("firstKeptEntryId")
+                        after = len(messages)
+                    # an older one in the kept range: only the latest speaks
+                elif entry_type == "context_edit":
+                    target = entry.get("targetId")
+                    if walked is None:
+                        walked = set(ids)
+                    if target in walked:
+                        return [], None  # its target is behind it: the builder decides
+                    edits.setdefault(target, entry)
+                else:
+                    for entry_message in reversed(self._edited_messages(entry, edits)):
+                        add_message(entry_message)
+                        add_source(entry_id)
+                if last_kept:
+                    kept_found = True
+                    collecting = False
             parent_id = entry.get("parentId")
-            if parent_id is None:
-                break
-            if not isinstance(parent_id, str):
+            if parent_id.__class__ is not str:
+                if parent_id is None:
+                    break
                 return None
-            needle = b'"id":' + orjson.dumps(parent_id) + b',"parentId":'
-            found: Entry | None = None
-            position = rfind(needle, self._start, before)
-            while position >= 0:
-                line_start = rfind(b"\n", self._start, position) + 1 or self._start
-                line_start = max(line_start, self._start)
-                line_end = find(b"\n", position)
-                if line_end < 0:
-                    line_end = len(data)
-                match = prefix(data, line_start, line_end)
-                if match is None or match.start(2) == position + 6:
-                    try:
-                        obj = orjson.loads(memoryview(data)[line_start:line_end])
-                    except orjson.JSONDecodeError:
-                        obj = None
-                    if isinstance(obj, dict) and obj.get("id") == parent_id and obj.get("type") != "session":
-                        found = obj
-                        before = line_start
-                        break
-                position = rfind(needle, self._start, position)
-            if found is None or found["id"] in seen:
-                return None  # not where it should be, or a cycle: let the skeleton view decide
-            seen.add(found["id"])
-            path.append(found)
-            entry = found
-        path.reverse()
-        return path
+            line_end = before - 1
+            # Not found (-1) only when ``before`` is the first line: no parent there.
+            line_start = rfind(b"\n", newline_floor, line_end) + 1
+            if not line_start:
+                return None
+            try:
+                obj = loads(view[line_start:line_end])
+                found = obj["id"] == parent_id
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                found = False
+            if not found:
+                searched = self._search_parent(parent_id, before)
+                if searched is None:
+                    return None
+                obj, line_start = searched
+            if not context:
+                append(obj)
+            add_id(parent_id)
+            if walked is not None:
+                walked.add(parent_id)
+            entry = obj
+            entry_id = parent_id
+            before = line_start
+        if len(set(ids)) != len(ids):
+            return None  # a duplicate id: let the skeleton view name it
+        if not context:
+            path.reverse()
+            return path, None
+        if compaction is not None and not kept_found:
+            del messages[after:]  # its first kept entry is not on the path: it keeps nothing
+            del sources[after:]
+        messages.reverse()
+        sources.reverse()
+        if compaction is not None:
+            speaking = self._edited_messages(compaction, edits)
+            messages[:0] = speaking
+            sources[:0] = [compaction_id] * len(speaking)
+        return [], {
+            "messages": messages,
+            "thinking_level": DEFAULT_THINKING_LEVEL if thinking_level is _ABSENT else thinking_level,
+            "model": None if model is _ABSENT else model,
+            "source_entry_ids": sources,
+        }
+
+    @staticmethod
+    def _edited_messages(entry: Entry, edits: dict[Any, Entry]) -> list[dict[str, Any]]:
+        messages = entry_context_messages(entry)
+        return apply_context_edit(messages, edits.get(entry["id"])) if edits else messages
+
+    def _search_parent(self, parent_id: str, before: int) -> tuple[Entry, int] | None:
+        """The nearest entry with id ``parent_id`` whose line starts before
+        ``before``, found by its ``"id":…,"parentId":`` text, and where its
+        line starts."""
+        data = self._data
+        first = self._start
+        rfind = data.rfind
+        needle = b'"id":' + orjson.dumps(parent_id) + b',"parentId":'
+        position = rfind(needle, first, before)
+        while position >= 0:
+            line_start = max(rfind(b"\n", first, position) + 1, first)
+            line_end = data.find(b"\n", position)
+            if line_end < 0:
+                line_end = len(data)
+            match = _PREFIX.match(data, line_start, line_end)
+            if match is None or match.start(2) == position + 6:
+                try:
+                    obj = orjson.loads(memoryview(data)[line_start:line_end])
+                except orjson.JSONDecodeError:
+                    obj = None
+                if isinstance(obj, dict) and obj.get("id") == parent_id and obj.get("type") != "session":
+                    return obj, line_start
+            position = rfind(needle, first, position)
+        return None
 
     def path(self, leaf_id: str | None | _Unset = UNSET) -> list[Entry]:
         if isinstance(leaf_id, _Unset) and self._skeleton is None:
-            with gc_paused():
+            with gc_paused(promote=self._big):
                 found = self._fast_path()
             if found is not None:
-                return found
+                return found[0]
         return self._view().path(leaf_id)
 
     def context(self, leaf_id: str | None | _Unset = UNSET) -> SessionContext:
         if isinstance(leaf_id, _Unset) and self._skeleton is None:
-            with gc_paused():
-                found = self._fast_path()
-                if found is not None:
-                    return build_context_from_path(found)
+            with gc_paused(promote=self._big):
+                found = self._fast_path(context=True)
+                if found is not None and found[1] is None:
+                    found = self._fast_path()
+                    if found is not None:
+                        return build_context_from_path(found[0])
+            if found is not None and found[1] is not None:
+                return found[1]
         return self._view().context(leaf_id)
 
 
