@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from roleplay.schema import roleplay_entry_kind, roleplay_payload
+from sessiontree.core.entries import message_of
 from sessiontree.core.types import Entry
 
 PREVIEW_CHARS = 140
@@ -247,7 +248,7 @@ def roleplay_entry_fields(entry: Entry) -> Fields:
         if payload.get("turnId") is not None:
             fields.append(("turn", str(payload["turnId"])))
         fields += _commit_fields(payload.get("commit"))
-        if (entry.get("message") or {}).get("isError"):
+        if message_of(entry).get("isError"):
             fields.append(("error", "the tool call failed: the reducer ignores this turn"))
     elif kind == "commit":
         fields += _commit_fields(payload)

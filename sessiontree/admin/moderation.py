@@ -19,6 +19,7 @@ from django.http import HttpRequest
 from sessiontree import services
 from sessiontree.core.compaction import CompactionSettings, estimate_context_tokens, prepare_compaction
 from sessiontree.core.context_builder import UNSET
+from sessiontree.core.entries import message_of
 from sessiontree.models import AgentSession
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
@@ -175,7 +176,7 @@ def preview_navigate(row: AgentSession, data: dict[str, Any]) -> Preview:
     provider = _provider(row)
     leaf = provider.get_session(row.session_id)["leaf_entry_id"]  # type: ignore[index]
     target = provider.get_entry(row.session_id, data["entry_id"])
-    role = (target.get("message") or {}).get("role") if target.get("type") == "message" else None
+    role = message_of(target).get("role") if target.get("type") == "message" else None
     lines = [f"Navigate from {_entry_name(provider, row, leaf)} to {_entry_name(provider, row, data['entry_id'])}."]
     if role == "user" or target.get("type") == "custom_message":
         lines.append("It is a user message: as in Pi, the leaf goes to its parent and its text is shown to re-send.")

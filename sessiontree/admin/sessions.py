@@ -44,6 +44,7 @@ from django.utils.http import urlencode
 
 from roleplay.schema import roleplay_entry_kind
 from sessiontree import services
+from sessiontree.core.entries import message_of
 from sessiontree.core.errors import SessionTreeError
 from sessiontree.models import AgentSession, AgentSessionEntry, AuditRecord
 from sessiontree.providers.factory import get_provider_for_session
@@ -526,7 +527,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 else 0,
                 "expected_leaf": detail.leaf_entry_id or NO_LEAF,
                 "is_user_message": detail.entry.get("type") == "message"
-                and (detail.entry.get("message") or {}).get("role") == "user",
+                and message_of(detail.entry).get("role") == "user",
                 "navigate_form": NavigateForm(initial={"entry_id": entry_id}),
                 "label_form": LabelForm(initial={"entry_id": entry_id, "label": (detail.label or {}).get("label", "")}),
                 "fork_form": ForkForm(initial={"entry_id": entry_id}),

@@ -34,6 +34,7 @@ from .context_builder import (
     entry_context_messages,
     project_path,
 )
+from .entries import message_of
 from .types import Entry
 
 Message = dict[str, Any]
@@ -175,7 +176,7 @@ def last_assistant_usage(entries: Sequence[Entry]) -> Mapping[str, Any] | None:
     """Usage of the newest trustworthy assistant message among ``entries``."""
     for entry in reversed(entries):
         if entry.get("type") == "message":
-            usage = assistant_usage(entry.get("message") or {})
+            usage = assistant_usage(message_of(entry))
             if usage is not None:
                 return usage
     return None
@@ -442,7 +443,7 @@ def find_projected_cut_point(
 
 
 def _role(entry: Entry) -> Any:
-    return (entry.get("message") or {}).get("role")
+    return message_of(entry).get("role")
 
 
 # --- file operations -------------------------------------------------------------

@@ -28,6 +28,13 @@ DEFAULT_MAX_ENTRY_DEPTH = 30
 FROZEN_FIELDS = frozenset({"id", "parentId", "type"})
 
 
+def message_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``message`` entry's agent message, or ``{}``: a hand-edited file may
+    hold anything there (a string, a list), which readers must survive."""
+    message = entry.get("message")
+    return message if isinstance(message, dict) else {}
+
+
 def _require_str(entry: Entry, key: str, *, allow_empty: bool = True) -> None:
     value = entry.get(key)
     if not isinstance(value, str) or (not allow_empty and not value):

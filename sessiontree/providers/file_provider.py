@@ -53,6 +53,7 @@ from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import EntryParents, TreeStats, tree_stats
 from sessiontree.core.pi_session_file import (
     append_lines,
+    gc_paused,
     is_session_header,
     migrate_to_current_version,
     parse_lines,
@@ -443,7 +444,10 @@ class FileStorage:
     def _load(self, path: Path, fd: int, st: os.stat_result) -> FileIndex:
         data = os.pread(fd, st.st_size, 0)
         complete = whole_lines_end(data)
-        objs = parse_lines(data[:complete])
+        # The index is cached and long-lived: what is decoded goes straight to
+        # the oldest collector generation instead of being walked on the way.
+        with gc_paused(promote=True):
+            objs = parse_lines(data[:complete])
         if not objs or not is_session_header(objs[0]):
             raise CorruptSessionTree(f"{path.name} is not a Pi session file (its first line is not a session header)")
         if migrate_to_current_version(objs):

@@ -32,6 +32,7 @@ from sessiontree.core.entries import (
     check_entry_depth,
     check_entry_size,
     line_nests_at_most,
+    message_of,
     prepare_new_entry,
 )
 from sessiontree.core.errors import (
@@ -244,7 +245,7 @@ def context_edit_for(writer: SessionWriter, target_id: str, replacement: Any) ->
     target = next((e for e in writer.active_path() if e.get("id") == target_id), None)
     if target is None:
         raise EntryNotFound(f"Entry {target_id} is not on the active path of session {writer.session_id}")
-    role = (target.get("message") or {}).get("role") if target.get("type") == "message" else None
+    role = message_of(target).get("role") if target.get("type") == "message" else None
     if target.get("type") != "custom_message" and role not in ("user", "assistant", "toolResult"):
         raise InvalidEntry(f"Entry {target_id} is not a message whose content the model sees")
     if (

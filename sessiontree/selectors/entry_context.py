@@ -16,6 +16,7 @@ import orjson
 
 from sessiontree.core.compaction import estimate_context_tokens, estimate_tokens
 from sessiontree.core.context_builder import build_context_from_path, entry_to_message
+from sessiontree.core.entries import message_of
 from sessiontree.core.errors import EntryNotFound, InvalidEntry
 from sessiontree.core.path import walk_path
 from sessiontree.core.types import Entry, LabelInfo, SessionContext
@@ -246,7 +247,7 @@ def find_entries(
         elif show in ("messages", "user"):
             candidates = view.all_entries(types=("message",))
             if show == "user":
-                candidates = [e for e in candidates if (e.get("message") or {}).get("role") == "user"]
+                candidates = [e for e in candidates if message_of(e).get("role") == "user"]
         else:
             candidates = view.all_entries()
         leaf_id = state.leaf_entry_id

@@ -22,6 +22,7 @@ from sessiontree.core import entries as build
 from sessiontree.core.branch_summary import collect_entries_for_branch_summary
 from sessiontree.core.compaction import CompactionSettings, prepare_compaction
 from sessiontree.core.context_builder import UNSET, _Unset
+from sessiontree.core.entries import message_of
 from sessiontree.core.errors import EntryNotFound, InvalidEntry, SessionNotFound
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.providers.base import SessionTreeProvider
@@ -69,7 +70,7 @@ def _text_of(content: Any) -> str:
 
 
 def _is_user_message(entry: Entry) -> bool:
-    return entry.get("type") == "message" and (entry.get("message") or {}).get("role") == "user"
+    return entry.get("type") == "message" and message_of(entry).get("role") == "user"
 
 
 def _check_optional_text(value: Any, what: str) -> None:
@@ -308,7 +309,7 @@ def navigate_tree(
 
     if _is_user_message(target):
         new_leaf_id: str | None = target.get("parentId")
-        editor_text: str | None = _text_of((target.get("message") or {}).get("content"))
+        editor_text: str | None = _text_of(message_of(target).get("content"))
     elif target.get("type") == "custom_message":
         new_leaf_id = target.get("parentId")
         editor_text = _text_of(target.get("content"))
