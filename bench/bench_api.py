@@ -241,7 +241,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
 
     from sessiontree import services
     from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
-    from sessiontree.selectors.tree import session_tree
+    from sessiontree.selectors.nested_tree import nested_tree
 
     user = User.objects.create_user("bench")
     token = Token.objects.create(user=user).key
@@ -357,7 +357,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         http_context = median_ms(lambda: api.request("GET", f"/api/sessions/{big}/context/"), args.repeat)
         direct_context = median_ms(lambda: provider.build_context(big), args.repeat)
         http_tree = median_ms(lambda: api.request("GET", f"/api/sessions/{big}/tree/"), args.repeat)
-        direct_tree = median_ms(lambda: session_tree(provider, big), args.repeat)
+        direct_tree = median_ms(lambda: nested_tree(provider, big), args.repeat)
         deep_root = entries[len(entries) // 4]["id"]
         http_window = median_ms(
             lambda: api.request("GET", f"/api/sessions/{big}/tree/?root={deep_root}&depth=100"), args.repeat

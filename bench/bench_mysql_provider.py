@@ -151,7 +151,7 @@ def floor_insert_ms(connect: dict[str, Any], database: str, session_pk: int, sam
     conn.autocommit(True)
     cursor = conn.cursor()
     sql = (
-        "INSERT INTO sessiontree_agentsessionentry (session_id, entry_id, parent_entry_id, entry_seq, depth, "
+        "INSERT INTO neta_agent_session_entry (session_id, entry_id, parent_entry_id, entry_seq, depth, "
         "type, timestamp, message, status, extra, created_at) "
         "VALUES (%s, %s, %s, %s, %s, 'message', '2026-01-01T00:00:00.000Z', %s, 'completed', '{}', NOW(6))"
     )

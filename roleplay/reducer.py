@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any, Final, TypedDict
 
 import jsonpatch
@@ -166,14 +166,57 @@ def _provenance_pointer(document: Any, path: str) -> str:
     return path
 
 
+def _owned(value: Any, owned: dict[int, Any]) -> Any:
+    """``value`` itself if this patch already copied it, else a shallow copy it now owns."""
+    if id(value) in owned:
+        return value
+    duplicate = dict(value) if isinstance(value, dict) else list(value)
+    # Keyed by id and kept alive here, so an id cannot be reused by another object meanwhile.
+    owned[id(duplicate)] = duplicate
+    return duplicate
+
+
+def _own_containers(document: Any, path: str, owned: dict[int, Any]) -> Any:
+    """Copy (shallowly) the containers from the root down to the parent of
+    ``path``'s target: the only ones an op at ``path`` changes. Returns the root.
+
+    Path copying instead of a deep copy of the whole state per commit: the
+    caller's document is never modified, and the cost is the length of the
+    path, not the size of the state. Where the path does not resolve, the
+    walk stops; the op then fails before changing anything not owned.
+    """
+    if not isinstance(document, dict | list):
+        return document
+    document = _owned(document, owned)
+    container = document
+    for part in JsonPointer(path).parts[:-1]:
+        key: str | int
+        if isinstance(container, dict) and part in container:
+            key = part
+        elif isinstance(container, list) and part.isdigit() and int(part) < len(container):
+            key = int(part)
+        else:
+            break
+        child = container[key]
+        if not isinstance(child, dict | list):
+            break
+        child = _owned(child, owned)
+        container[key] = child
+        container = child
+    return document
+
+
 def apply_patch(state: dict[str, Any], ops: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """Apply RFC 6902 ``ops`` to a copy of ``state``, all or nothing.
+    """Apply RFC 6902 ``ops`` to ``state``, all or nothing, without modifying it.
 
     Returns the new state and the provenance changes (``("set"|"remove",
     pointer)``). Raises ``PatchFailed`` naming the failing op; ``state`` is
-    never modified. The service may call this to check a correction first.
+    never modified: every container an op changes is copied first (the new
+    state shares the unchanged parts with ``state``). The service may call
+    this to check a correction first.
     """
-    document: Any = copy.deepcopy(state)
+    document: Any = state
+    owned: dict[int, Any] = {}
     changes: list[tuple[str, str]] = []
     for index, raw_op in enumerate(ops):
         # Copy the op so values inserted into the document never alias the stored entry.
@@ -183,6 +226,10 @@ def apply_patch(state: dict[str, Any], ops: Sequence[dict[str, Any]]) -> tuple[d
             path = op["path"]
             target = _provenance_pointer(document, path)
             source = _provenance_pointer(document, op["from"]) if name == "move" else None
+            if name != "test":
+                document = _own_containers(document, path, owned)
+                if name == "move":
+                    document = _own_containers(document, op["from"], owned)
             document = jsonpatch.JsonPatch([op]).apply(document, in_place=True)
         except _PATCH_ERRORS as exc:
             description = f"{op.get('op')} {op.get('path')!r}" if isinstance(op, dict) else repr(op)
@@ -492,6 +539,85 @@ def reduce_branch(path_entries: Sequence[Entry], character_id: str | None = None
         elif kind == "archive":
             reduction.set_archived(entry_id, data)
     return reduction.result()
+
+
+EntryLoader = Callable[[Sequence[str]], Sequence[Entry]]
+
+
+def _is_usable_checkpoint(entry: Entry, character_id: str) -> bool:
+    if entry.get("type") != "custom" or roleplay_entry_kind(entry) != "checkpoint":
+        return False
+    data = entry.get("data")
+    if not isinstance(data, dict) or data.get("characterId") != character_id:
+        return False
+    try:
+        validate_checkpoint_data(data)
+    except RoleplayValidationError:
+        return False
+    return True
+
+
+def reduce_branch_from_ids(
+    path_ids: Sequence[str],
+    load: EntryLoader,
+    character_id: str | None = None,
+    *,
+    cache: MutableMapping[str, Entry] | None = None,
+    chunk: int = 256,
+) -> tuple[RoleplayState, MutableMapping[str, Entry]]:
+    """``reduce_branch`` of the path ``path_ids`` (root first), loading only the entries it needs.
+
+    ``load(ids)`` returns the entries of ``ids`` in that order (a provider
+    view's ``entries``). What the reduction reads: the head of the path up to
+    the entry that locks the identity (unless ``character_id`` is given), and
+    the tail from the latest valid checkpoint of the character, found by
+    loading backwards in growing chunks. The entries in between are carried
+    by the checkpoint, so the result equals ``reduce_branch`` of the whole
+    path (property-tested); the cost follows the entries since the
+    checkpoint, not the path's length, on any storage.
+
+    Returns the state and ``cache`` (id → entry, every entry loaded, which
+    callers reuse for provenance or a second branch of the same session).
+    """
+    loaded: MutableMapping[str, Entry] = {} if cache is None else cache
+    total = len(path_ids)
+
+    def entries(low: int, high: int) -> list[Entry]:
+        missing = [entry_id for entry_id in path_ids[low:high] if entry_id not in loaded]
+        if missing:
+            for entry in load(missing):
+                loaded[str(entry.get("id"))] = entry
+        return [loaded[entry_id] for entry_id in path_ids[low:high]]
+
+    head = 0  # entries [0, head) must be read for the identity
+    if character_id is None:
+        end = min(chunk, total)
+        while True:
+            identity, lock_index = resolve_session_identity(entries(0, end))
+            if lock_index is not None or end == total:
+                break
+            end = min(total, end * 4)
+        if lock_index is None or identity["character_id"] is None:
+            # No structured entry and no reply on the path: the whole path is loaded already.
+            return reduce_branch(entries(0, total), None), loaded
+        resolved = identity["character_id"]
+        head = lock_index + 1
+    else:
+        resolved = character_id
+
+    start: int | None = None
+    low, size = total, chunk
+    while low > head and start is None:
+        next_low = max(head, low - size)
+        segment = entries(next_low, low)
+        for offset in range(len(segment) - 1, -1, -1):
+            if _is_usable_checkpoint(segment[offset], resolved):
+                start = next_low + offset
+                break
+        low, size = next_low, size * 2
+    if start is None:
+        return reduce_branch(entries(0, total), character_id), loaded
+    return reduce_branch(entries(0, head) + entries(start, total), character_id), loaded
 
 
 def make_checkpoint_data(state: RoleplayState) -> dict[str, Any]:

@@ -7,9 +7,18 @@ entries, all or none) through the operations layer
 (``sessiontree.services.entries``, audited with the caller's ``actor`` and
 ``channel``) as a child of the leaf that was read (``expected_leaf_id``), so
 a leaf moved meanwhile by someone else gives ``LeafConflict`` instead of a
-commit on the wrong branch. Bad input raises ``RoleplayValidationError`` and
-appends nothing. REST views, admin pages and the ``rp`` command call these
-functions and nothing below them.
+commit on the wrong branch. Bad input raises ``RoleplayValidationError``,
+an unknown review ``ReviewNotFound``, a decided one ``ReviewAlreadyDecided``
+(``roleplay/errors.py`` gives each its category); nothing is appended then.
+REST views, admin pages and the ``rp`` command call these functions and
+nothing below them.
+
+The reads the faces render — ``inspect_state_detail`` (the state panel, with
+provenance made readable), ``diff_states`` (two entries compared),
+``list_reviews``/``get_review`` (the review queue) — are one consistent read
+each, and load only the entries the reduction needs
+(``reducer.reduce_branch_from_ids``); ``roleplay/inspection.py`` builds the
+views.
 
 Navigation and forks are not roleplay writes: ``history_goto`` and
 ``history_fork`` delegate to ``sessiontree.services`` and only report the
@@ -19,33 +28,57 @@ appends the automatic checkpoint as the compaction entry's child.
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, Literal, TypedDict
 
 from sessiontree import services as tree_services
 from sessiontree.core.context_builder import UNSET, _Unset
 from sessiontree.core.entries import custom_entry
-from sessiontree.core.errors import CONFLICT, LeafConflict, SessionNotFound, SessionTreeError
+from sessiontree.core.errors import EntryNotFound, LeafConflict, SessionNotFound
+from sessiontree.core.path import walk_path
+from sessiontree.core.pi_session_file import gc_paused, now_iso
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.services.hooks import HookEvent
 
-from . import schema
-from .reducer import PatchFailed, RoleplayState, apply_patch, make_checkpoint_data, reduce_branch
+from . import inspection, schema
+from .errors import CharacterArchived, NoRoleplayCharacter, ReviewAlreadyDecided, ReviewNotFound
+from .inspection import DiffItem, ProvenanceRecord, StateRow
+from .reducer import (
+    PatchFailed,
+    RoleplayIdentity,
+    RoleplayState,
+    apply_patch,
+    make_checkpoint_data,
+    reduce_branch,
+    reduce_branch_from_ids,
+)
 from .schema import RoleplayValidationError
 
-
-class NoRoleplayCharacter(RoleplayValidationError):
-    """The branch has no character identity, so there is nothing to write state for."""
-
-    code = "no_roleplay_character"
-
-
-class CharacterArchived(SessionTreeError):
-    """The character is archived on this branch: its state is read-only."""
-
-    code = "character_archived"
-    category = CONFLICT
-
+__all__ = [
+    "CharacterArchived",
+    "NoRoleplayCharacter",
+    "ReviewAlreadyDecided",
+    "ReviewNotFound",
+    "RoleplayValidationError",
+    "amend_review",
+    "archive",
+    "compact_with_checkpoint",
+    "correct_state",
+    "create_checkpoint",
+    "decide_review",
+    "diff_states",
+    "get_review",
+    "history_fork",
+    "history_goto",
+    "inspect_state",
+    "inspect_state_detail",
+    "list_reviews",
+    "plan_write",
+    "repair_turn",
+]
 
 ReviewStatus = Literal["pending", "accepted", "rejected"]
 
@@ -86,9 +119,14 @@ def inspect_state(
     """The roleplay state at the session's leaf, or at ``leaf_entry_id`` (any entry, any branch).
 
     Reading never moves the leaf. ``character_id`` overrides the branch's own
-    identity (to look at another character's entries on the same path).
+    identity (to look at another character's entries on the same path). One
+    consistent read that loads only the entries the reduction needs: the
+    head up to the identity's lock and the tail from the latest checkpoint.
     """
-    return _read_branch(provider, session_id, leaf_entry_id, character_id=character_id)["state"]
+    with provider.read(session_id) as view, gc_paused():
+        leaf = view.state.leaf_entry_id if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+        state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf), view.entries, character_id)
+    return state
 
 
 def list_reviews(
@@ -97,27 +135,308 @@ def list_reviews(
     *,
     leaf_entry_id: str | _Unset | None = UNSET,
     include_decided: bool = False,
+    character_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """Reviews on the branch: pending ones (proposal order), then decided ones if asked.
 
-    Each is the reducer's record plus ``status``: pending, accepted or rejected.
+    Each is the reducer's record (``reviewId``, ``op``, ``note``, ``commitId``
+    and ``entryId`` of the proposing entry, ``amendment``: ``{"value",
+    "entryId"}`` when amended; decided ones add ``decision``,
+    ``decisionEntryId`` and, accepted, ``appliedOp``) plus ``status``
+    (pending, accepted or rejected), ``effectiveOp`` (what accepting applies,
+    or applied), ``amendable`` and, for a pending review, ``appliesNow`` and
+    ``applyError``: whether accepting it would apply to the state now.
     """
-    state = inspect_state(provider, session_id, leaf_entry_id=leaf_entry_id)
-    reviews: list[dict[str, Any]] = [{**review, "status": "pending"} for review in state["pending_reviews"]]
-    if include_decided:
-        reviews += [
-            {**review, "status": "accepted" if review["decision"] == "accept" else "rejected"}
-            for review in state["decided_reviews"]
-        ]
-    return reviews
+    state = inspect_state(provider, session_id, leaf_entry_id=leaf_entry_id, character_id=character_id)
+    return inspection.review_views(state, include_decided=include_decided)
+
+
+def get_review(
+    provider: SessionTreeProvider,
+    session_id: str,
+    review_id: str,
+    *,
+    leaf_entry_id: str | _Unset | None = UNSET,
+    character_id: str | None = None,
+) -> dict[str, Any]:
+    """One review of the branch, pending or decided, as ``list_reviews`` shows it.
+
+    ``ReviewNotFound`` (404, exit 3) when no review with this id was proposed
+    on the path to the leaf.
+    """
+    for view in list_reviews(
+        provider, session_id, leaf_entry_id=leaf_entry_id, include_decided=True, character_id=character_id
+    ):
+        if view["reviewId"] == review_id:
+            return view
+    raise ReviewNotFound(f"Session {session_id}: no review {review_id} on this branch")
+
+
+# --- reading for the faces: the state panel and the diff ------------------------------------
+
+
+class StateDetail(TypedDict):
+    """The state at one entry, made readable (see ``inspect_state_detail``)."""
+
+    session_id: str
+    leaf_entry_id: str | None  # the entry the state was reduced at
+    session_leaf_entry_id: str | None  # the session's leaf when it was read
+    at_session_leaf: bool
+    path_length: int
+    character_id: str | None
+    identity: RoleplayIdentity
+    revision: int
+    state_hash: str
+    state: dict[str, Any]
+    rows: list[StateRow]
+    provenance: dict[str, ProvenanceRecord]
+    events: list[Any]
+    events_total: int
+    memories: list[Any]
+    memories_total: int
+    pending_reviews: list[dict[str, Any]]
+    decided_reviews: list[dict[str, Any]]
+    incomplete_turns: list[dict[str, Any]]
+    archived: bool
+    archive: dict[str, Any] | None
+    last_commit_id: str | None
+    checkpoint_entry_id: str | None
+    problems: list[dict[str, Any]]
+    ignored_entries: list[dict[str, Any]]
+
+
+class DiffEnd(TypedDict):
+    entry_id: str | None
+    character_id: str | None
+    revision: int
+    state_hash: str
+    path_length: int
+
+
+# Functional form: "from" is a Python keyword.
+StateDiff = TypedDict(
+    "StateDiff",
+    {
+        "session_id": str,
+        "character_id": str | None,
+        "common_ancestor_entry_id": str | None,
+        "from": DiffEnd,
+        "to": DiffEnd,
+        "changed": list[DiffItem],
+        "added": list[DiffItem],
+        "removed": list[DiffItem],
+    },
+)
+
+
+def _path_ids(view: Any, session_id: str, leaf_entry_id: str | None) -> list[str]:
+    if leaf_entry_id is None:
+        return []
+    try:
+        return walk_path(leaf_entry_id, view.parents())
+    except EntryNotFound:
+        raise EntryNotFound(f"Entry {leaf_entry_id} not found in session {session_id}") from None
+
+
+class _ReadBranch(TypedDict):
+    ids: list[str]
+    state: RoleplayState
+    entries: dict[str, Entry]  # the path's entries the views need (and more), by id
+
+
+def _reduce_in_view(
+    view: Any,
+    session_id: str,
+    leaf_entry_id: str | None,
+    character_id: str | None,
+    cache: dict[str, Entry],
+) -> _ReadBranch:
+    """Reduce the path to ``leaf_entry_id`` inside one consistent read, loading
+    only what the reduction and the views need (``reduce_branch_from_ids``)."""
+    ids = _path_ids(view, session_id, leaf_entry_id)
+    state, _ = reduce_branch_from_ids(ids, view.entries, character_id, cache=cache)
+    on_path = set(ids)
+    missing = [i for i in inspection.entry_ids_needed(state) if i in on_path and i not in cache]
+    if missing:
+        for entry in view.entries(missing):
+            cache[str(entry.get("id"))] = entry
+    entries = {i: cache[i] for i in inspection.entry_ids_needed(state) if i in on_path}
+    return {"ids": ids, "state": state, "entries": entries}
+
+
+def inspect_state_detail(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    leaf_entry_id: str | _Unset | None = UNSET,
+    character_id: str | None = None,
+    max_events: int | None = None,
+    max_memories: int | None = None,
+) -> StateDetail:
+    """The state at the session's leaf, or at ``leaf_entry_id`` (any entry of
+    any branch; ``None`` = the empty path), with everything a state panel shows.
+
+    Besides the reducer's fields: ``provenance`` maps each pointer the
+    reducer records to a ``ProvenanceRecord`` (the entry that last set it,
+    its kind — turn, correction, repair, review, commit — its commit id, a
+    correction's reason…); ``rows`` is the state as a flat list in document
+    order, each row with the provenance covering it; ``pending_reviews`` and
+    ``decided_reviews`` are ``list_reviews`` records; ``incomplete_turns``
+    add ``markedAt`` and a ``repairTemplate``. ``max_events``/``max_memories``
+    keep only the latest ones (``events_total``/``memories_total`` count
+    them all). One consistent read that loads only the entries the reduction
+    needs (from the latest checkpoint); never moves the leaf.
+    ``SessionNotFound``/``EntryNotFound`` (404, exit 3).
+    """
+    with provider.read(session_id) as view, gc_paused():
+        session_leaf = view.state.leaf_entry_id
+        leaf = session_leaf if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+        branch = _reduce_in_view(view, session_id, leaf, character_id, {})
+    state, entries = branch["state"], branch["entries"]
+    records = inspection.provenance_records(entries, state)
+    views = inspection.review_views(state, include_decided=True)
+    events, memories = state["events"], state["memories"]
+    return {
+        "session_id": session_id,
+        "leaf_entry_id": leaf,
+        "session_leaf_entry_id": session_leaf,
+        "at_session_leaf": leaf == session_leaf,
+        "path_length": len(branch["ids"]),
+        "character_id": state["character_id"],
+        "identity": state["identity"],
+        "revision": state["revision"],
+        "state_hash": state["state_hash"],
+        "state": state["state"],
+        "rows": inspection.state_rows(state["state"], records),
+        "provenance": records,
+        "events": events if max_events is None else events[len(events) - max(max_events, 0) :],
+        "events_total": len(events),
+        "memories": memories if max_memories is None else memories[len(memories) - max(max_memories, 0) :],
+        "memories_total": len(memories),
+        "pending_reviews": [v for v in views if v["status"] == "pending"],
+        "decided_reviews": [v for v in views if v["status"] != "pending"],
+        "incomplete_turns": inspection.incomplete_turn_views(entries, state),
+        "archived": state["archived"],
+        "archive": state["archive"],
+        "last_commit_id": state["last_commit_id"],
+        "checkpoint_entry_id": state["checkpoint_entry_id"],
+        "problems": state["problems"],
+        "ignored_entries": state["ignored_entries"],
+    }
+
+
+def _common_prefix_length(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def diff_states(
+    provider: SessionTreeProvider,
+    session_id: str,
+    from_entry_id: str | _Unset | None,
+    to_entry_id: str | _Unset | None,
+    *,
+    character_id: str | None = None,
+) -> StateDiff:
+    """What differs between the state at ``from_entry_id`` and at ``to_entry_id``
+    (two entries or leaves of one session, e.g. two branches; ``UNSET`` = the
+    session's leaf, ``None`` = the empty path).
+
+    Returns ``{"session_id", "character_id", "common_ancestor_entry_id",
+    "from": end, "to": end, "changed", "added", "removed"}`` where an end is
+    ``{"entry_id", "character_id", "revision", "state_hash", "path_length"}``
+    and each item is ``{"pointer", "old_value"? (changed, removed),
+    "new_value"? (changed, added), "from_provenance", "to_provenance",
+    "from_removed_by"? (added), "to_removed_by"? (removed)}``. Objects are
+    compared member by member, arrays as whole values (the reducer attributes
+    array ops to the array); items are sorted by pointer. Provenance lists
+    hold ``ProvenanceRecord``s: the record covering the pointer, then those
+    below it; ``*_removed_by`` is the latest entry after the common ancestor
+    on the side without the value whose ops reached the pointer (``None``
+    when that side never had it).
+
+    Each side resolves its own character unless ``character_id`` is given;
+    two different characters are refused (``RoleplayValidationError``).
+    ``SessionNotFound``/``EntryNotFound`` (404, exit 3) for unknown ids. One
+    consistent read; entries both paths share are loaded once, and only
+    those the two reductions need (each from its latest checkpoint).
+    """
+    with provider.read(session_id) as view, gc_paused():
+        session_leaf = view.state.leaf_entry_id
+        ends = [session_leaf if isinstance(e, _Unset) else e for e in (from_entry_id, to_entry_id)]
+        cache: dict[str, Entry] = {}
+        sides = [_reduce_in_view(view, session_id, end, character_id, cache) for end in ends]
+        shared = _common_prefix_length(sides[0]["ids"], sides[1]["ids"])
+        states = [side["state"] for side in sides]
+        characters = sorted({s["character_id"] for s in states if s["character_id"] is not None})
+        if len(characters) > 1:
+            raise RoleplayValidationError(
+                f"Session {session_id}: the two entries have different characters ({', '.join(characters)}); "
+                "name the character to compare"
+            )
+
+        def after_ancestor(side: _ReadBranch) -> Callable[[], list[Entry]]:
+            def load() -> list[Entry]:
+                ids = side["ids"][shared:]
+                missing = [i for i in ids if i not in cache]
+                if missing:
+                    for entry in view.entries(missing):
+                        cache[str(entry.get("id"))] = entry
+                return [cache[i] for i in ids]
+
+            return load
+
+        lists = inspection.diff_reduced(
+            {"state": states[0], "entries": sides[0]["entries"], "after_ancestor": after_ancestor(sides[0])},
+            {"state": states[1], "entries": sides[1]["entries"], "after_ancestor": after_ancestor(sides[1])},
+        )
+
+    def end(entry_id: str | None, side: _ReadBranch) -> DiffEnd:
+        return {
+            "entry_id": entry_id,
+            "character_id": side["state"]["character_id"],
+            "revision": side["state"]["revision"],
+            "state_hash": side["state"]["state_hash"],
+            "path_length": len(side["ids"]),
+        }
+
+    return {
+        "session_id": session_id,
+        "character_id": characters[0] if characters else None,
+        "common_ancestor_entry_id": sides[0]["ids"][shared - 1] if shared else None,
+        "from": end(ends[0], sides[0]),
+        "to": end(ends[1], sides[1]),
+        "changed": lists["changed"],
+        "added": lists["added"],
+        "removed": lists["removed"],
+    }
 
 
 # --- writing -----------------------------------------------------------------
 
 
-def _writable_branch(provider: SessionTreeProvider, session_id: str, action: str) -> Branch:
-    """The current branch, refused when it has no character or the character is archived."""
+def _current_branch(
+    provider: SessionTreeProvider, session_id: str, expected_leaf_id: str | _Unset | None = UNSET
+) -> Branch:
+    """The branch at the session's leaf; ``LeafConflict`` when the caller saw another leaf."""
     branch = _read_branch(provider, session_id)
+    if not isinstance(expected_leaf_id, _Unset) and expected_leaf_id != branch["leaf_entry_id"]:
+        raise LeafConflict(
+            f"Session {session_id}: the leaf is {branch['leaf_entry_id'] or 'none'}, not {expected_leaf_id or 'none'} "
+            "(someone appended or moved it meanwhile); nothing was appended"
+        )
+    return branch
+
+
+def _writable_branch(
+    provider: SessionTreeProvider, session_id: str, action: str, expected_leaf_id: str | _Unset | None = UNSET
+) -> Branch:
+    """The current branch, refused when it has no character or the character is archived."""
+    branch = _current_branch(provider, session_id, expected_leaf_id)
     state = branch["state"]
     if state["character_id"] is None:
         raise NoRoleplayCharacter(
@@ -149,6 +468,8 @@ def _append(
 ) -> Entry:
     """Append ``(custom_type, data)`` entries at the branch's leaf, all or none
     and audited as ``operation``; returns the last one."""
+    if _planning.get():
+        raise _Planned(_plan(session_id, branch, items, operation))
     written = tree_services.entries.append_entries(
         session_id=session_id,
         entries=[custom_entry(custom_type, data) for custom_type, data in items],
@@ -161,11 +482,92 @@ def _append(
     return written[-1]
 
 
+# --- planning: a write's checks without the append ------------------------------------
+
+
+class WritePlan(TypedDict):
+    """What a write would append, and the state after it (``plan_write``)."""
+
+    operation: str
+    session_id: str
+    leaf_entry_id: str | None  # the leaf the entries would be appended to
+    entries: list[Entry]  # as they would be appended; ids are placeholders ("new-1", …)
+    before: RoleplayState
+    after: RoleplayState  # the state reduced from the path with the entries appended
+    changes: inspection.ChangeLists  # pointers changed, added and removed, with their values
+
+
+class _Planned(Exception):  # control flow out of _append, never seen by callers
+    def __init__(self, plan: WritePlan) -> None:
+        super().__init__(plan["operation"])
+        self.plan = plan
+
+
+_planning: ContextVar[bool] = ContextVar("roleplay_planning", default=False)
+
+
+def _plan(session_id: str, branch: Branch, items: list[tuple[str, Any]], operation: str) -> WritePlan:
+    parent, stamp, entries = branch["leaf_entry_id"], now_iso(), []
+    for number, (custom_type, data) in enumerate(items, 1):
+        body = custom_entry(custom_type, copy.deepcopy(data))
+        entry: Entry = {"type": "custom", "id": f"new-{number}", "parentId": parent, "timestamp": stamp, **body}
+        entries.append(entry)
+        parent = entry["id"]
+    before = branch["state"]
+    after = reduce_branch([*branch["path"], *entries])
+    return {
+        "operation": operation,
+        "session_id": session_id,
+        "leaf_entry_id": branch["leaf_entry_id"],
+        "entries": entries,
+        "before": before,
+        "after": after,
+        "changes": inspection.document_changes(before["state"], after["state"]),
+    }
+
+
+def plan_write(
+    write: Callable[..., Entry], provider: SessionTreeProvider, session_id: str, *args: Any, **kwargs: Any
+) -> WritePlan:
+    """Run ``write`` (``correct_state``, ``decide_review``, ``amend_review``,
+    ``repair_turn``, ``archive``, ``create_checkpoint``) with all its checks,
+    appending nothing: what it would append at the leaf and the state after.
+
+    Raises what the write would raise (``RoleplayValidationError``,
+    ``ReviewNotFound``, ``CharacterArchived``, ``LeafConflict``…), so a face
+    can show a confirmation page that says exactly what confirming does, or
+    the reason it cannot be done. Nothing is audited: nothing happened.
+    """
+    token = _planning.set(True)
+    try:
+        write(provider, session_id, *args, **kwargs)
+    except _Planned as planned:
+        return planned.plan
+    finally:
+        _planning.reset(token)
+    raise RuntimeError(f"{getattr(write, '__name__', write)!r} is not a roleplay write: it appended nothing to plan")
+
+
 def _check_ops_apply(state: RoleplayState, ops: list[dict[str, Any]], where: str) -> None:
     try:
         apply_patch(state["state"], ops)
     except PatchFailed as exc:
-        raise RoleplayValidationError(f"{where}: does not apply to the current state ({exc})") from None
+        raise RoleplayValidationError(
+            f"{where}: does not apply to the current state ({exc}); {_state_hint(state)}"
+        ) from None
+
+
+def _state_hint(state: RoleplayState, limit: int = 8) -> str:
+    """Which values the state holds, so a failed op's author sees the paths that exist."""
+    pointers = [
+        row["pointer"]
+        for row in inspection.state_rows(state["state"], {})
+        if row["node"] != "object" and not isinstance(row["key"], int)  # not an array's items
+    ]
+    if not pointers:
+        return 'the state is empty: an "add" op creates a value'
+    shown = ", ".join(pointers[:limit]) + (f" and {len(pointers) - limit} more" if len(pointers) > limit else "")
+    return f'values on this branch: {shown}; an "add" op creates a value that is not there yet'
 
 
 def _commit_id_of(entry: Entry) -> str | None:
@@ -226,6 +628,7 @@ def correct_state(
     *,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
 ) -> Entry:
     """``/rp state correct {json}``: append a ``manual-correction`` commit on the current branch.
 
@@ -236,7 +639,7 @@ def correct_state(
     omitted, the commit that last set the corrected path (from provenance) is
     recorded, with ``correctsCommitIdInferred: true``.
     """
-    branch = _writable_branch(provider, session_id, "correct the state")
+    branch = _writable_branch(provider, session_id, "correct the state", expected_leaf_id)
     state = branch["state"]
     character_id = state["character_id"]
     assert character_id is not None
@@ -270,12 +673,15 @@ def _pending_review(state: RoleplayState, review_id: str, session_id: str) -> di
     for review in state["pending_reviews"]:
         if review["reviewId"] == review_id:
             return review
-    if any(r["reviewId"] == review_id for r in state["decided_reviews"]):
-        raise RoleplayValidationError(f"Session {session_id}: review {review_id} is already decided on this branch")
+    for review in state["decided_reviews"]:
+        if review["reviewId"] == review_id:
+            decided = "accepted" if review.get("decision") == "accept" else "rejected"
+            raise ReviewAlreadyDecided(
+                f"Session {session_id}: review {review_id} was already {decided} on this branch "
+                f"(entry {review.get('decisionEntryId')}); a decision is final"
+            )
     pending = ", ".join(r["reviewId"] for r in state["pending_reviews"]) or "none"
-    raise RoleplayValidationError(
-        f"Session {session_id}: no pending review {review_id} on the current branch (pending: {pending})"
-    )
+    raise ReviewNotFound(f"Session {session_id}: no review {review_id} on the current branch (pending: {pending})")
 
 
 def amend_review(
@@ -286,9 +692,10 @@ def amend_review(
     *,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
 ) -> Entry:
     """Append an amendment replacing the proposed value of a pending review; it stays pending."""
-    branch = _writable_branch(provider, session_id, f"amend review {review_id}")
+    branch = _writable_branch(provider, session_id, f"amend review {review_id}", expected_leaf_id)
     state = branch["state"]
     review = _pending_review(state, review_id, session_id)
     if review["op"].get("op") not in schema.AMENDABLE_OPS:
@@ -317,6 +724,7 @@ def decide_review(
     value: Any = UNSET,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
 ) -> Entry:
     """Accept or reject a pending review; returns the decision entry.
 
@@ -328,7 +736,7 @@ def decide_review(
         raise RoleplayValidationError(f"review {review_id}: decision must be accept or reject, got {decision!r}")
     if decision == "reject" and not isinstance(value, _Unset):
         raise RoleplayValidationError(f"review {review_id}: a value can only be given when accepting")
-    branch = _writable_branch(provider, session_id, f"{decision} review {review_id}")
+    branch = _writable_branch(provider, session_id, f"{decision} review {review_id}", expected_leaf_id)
     state = branch["state"]
     character_id = state["character_id"]
     assert character_id is not None
@@ -363,6 +771,7 @@ def create_checkpoint(
     *,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
     **extra: Any,
 ) -> Entry:
     """Append a checkpoint of the current branch's state as the leaf's child.
@@ -370,8 +779,13 @@ def create_checkpoint(
     Allowed for an archived character (it stores, it changes nothing).
     ``extra`` fields are stored in the checkpoint's data alongside the state.
     """
-    branch = _read_branch(provider, session_id)
-    data = make_checkpoint_data(branch["state"])  # refuses a branch without a character
+    branch = _current_branch(provider, session_id, expected_leaf_id)
+    if branch["state"]["character_id"] is None:
+        raise NoRoleplayCharacter(
+            f"Session {session_id}: no roleplay character on the current branch "
+            f"(leaf {branch['leaf_entry_id']}); nothing to checkpoint"
+        )
+    data = make_checkpoint_data(branch["state"])
     data.update(extra)
     return _append(
         provider,
@@ -391,13 +805,14 @@ def repair_turn(
     *,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
 ) -> Entry:
     """``/rp turn repair {json}``: append the missing commit of an incomplete turn.
 
     The turn must be marked incomplete on this branch; the ops must apply and
     proposed review ids must be new on the branch.
     """
-    branch = _writable_branch(provider, session_id, "repair a turn")
+    branch = _writable_branch(provider, session_id, "repair a turn", expected_leaf_id)
     state = branch["state"]
     assert state["character_id"] is not None
     data = schema.repair_data_from_proposal(proposal, character_id=state["character_id"])
@@ -430,6 +845,7 @@ def archive(
     reason: str | None = None,
     actor: Actor = None,
     channel: str = INTERNAL,
+    expected_leaf_id: str | _Unset | None = UNSET,
 ) -> Entry:
     """Archive the character on this branch: from here on its state is read-only.
 
@@ -437,7 +853,7 @@ def archive(
     before it, gives a writable character again. The session's own status is
     not touched.
     """
-    branch = _writable_branch(provider, session_id, "archive it again")
+    branch = _writable_branch(provider, session_id, "archive it again", expected_leaf_id)
     assert branch["state"]["character_id"] is not None
     data = schema.build_archive_data(character_id=branch["state"]["character_id"], reason=reason)
     return _append(

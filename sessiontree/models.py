@@ -84,6 +84,8 @@ class AgentSession(MPTTModel):
         order_insertion_by = ["session_id"]
 
     class Meta:
+        # The kernel plan's table names (docs/mysql-provider.md, "Tables").
+        db_table = "neta_agent_session"
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["agent", "status", "-updated_at"], name="session_agent_status_idx")]
         permissions = [
@@ -137,6 +139,7 @@ class AgentSessionEntry(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        db_table = "neta_agent_session_entry"
         ordering = ["session", "entry_seq"]
         constraints = [
             models.UniqueConstraint(fields=["session", "entry_id"], name="entry_unique_id_per_session"),
@@ -201,3 +204,47 @@ class AuditRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.operation} {self.session_id} by {self.actor}"
+
+
+class SyncedFile(models.Model):
+    """How far ``sync_sessions`` has synced one Pi file, per mode.
+
+    ``index``: the file registered in place as a ``file`` session; ``import``:
+    its entries copied into a provider; ``export``: a session written to it.
+    ``offset`` is how many bytes were read (everything up to the last complete
+    line), ``entry_count`` the entries in them, ``prefix_sha256`` the SHA-256
+    of those bytes: a file that only grew is read from ``offset`` on, a file
+    whose prefix changed is reported, never mixed. ``size``/``mtime_ns``/
+    ``inode`` let a re-run skip an unchanged file without reading it.
+    ``session_entry_count`` is the session's entry count after the sync: a
+    session that holds more was written to since, in the database.
+    """
+
+    class Mode(models.TextChoices):
+        INDEX = "index"
+        IMPORT = "import"
+        EXPORT = "export"
+
+    mode = models.CharField(max_length=16, choices=Mode.choices)
+    # SHA-256 of the resolved path: a unique key a long path cannot overflow.
+    path_key = models.CharField(max_length=64)
+    path = models.TextField()
+    session_id = models.CharField(max_length=64, db_index=True)
+    provider = models.CharField(max_length=16, choices=PROVIDER_CHOICES)
+    size = models.BigIntegerField(default=0)
+    mtime_ns = models.BigIntegerField(default=0)
+    inode = models.BigIntegerField(default=0)
+    offset = models.BigIntegerField(default=0)
+    entry_count = models.PositiveIntegerField(default=0)
+    prefix_sha256 = models.CharField(max_length=64, blank=True, default="")
+    last_entry_id = models.CharField(max_length=64, null=True, blank=True)
+    session_entry_count = models.PositiveIntegerField(default=0)
+    malformed_lines = models.PositiveIntegerField(default=0)
+    version = models.PositiveSmallIntegerField(default=3)
+    synced_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["mode", "path_key"], name="synced_file_unique_path")]
+
+    def __str__(self) -> str:
+        return f"{self.mode} {self.path}"

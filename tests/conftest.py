@@ -84,6 +84,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(autouse=True)
 def _test_settings(settings, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Every test's file provider writes under a fresh temporary folder, never
-    ``var/``; passwords hash fast (the default hasher costs ~0.3 s a user)."""
+    ``var/``; passwords hash fast (the default hasher costs ~0.3 s a user);
+    the admin's per-process tree shapes start empty."""
     settings.SESSIONTREE_FILE_ROOT = str(tmp_path_factory.mktemp("sessions"))
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # Rolled-back tests reuse primary keys: no tree shape may outlive its test.
+    from sessiontree.selectors.tree_window import clear_shape_cache
+
+    clear_shape_cache()

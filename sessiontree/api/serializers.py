@@ -24,7 +24,7 @@ from sessiontree.core.types import SessionTreeSession
 from sessiontree.models import AgentSession
 from sessiontree.providers import meta
 from sessiontree.selectors.export import EXPORT_SCOPES
-from sessiontree.selectors.tree import DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH
+from sessiontree.selectors.nested_tree import DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH
 from sessiontree.services.tree import FORK_POSITIONS
 
 SESSION_ID_MAX_LENGTH = 64
@@ -437,10 +437,13 @@ class SnapshotSerializer(serializers.Serializer):
     session = SessionSerializer(read_only=True)
     entries = EntrySerializer(many=True, read_only=True)
     active_path = serializers.ListField(child=serializers.CharField(), read_only=True, help_text="Ids, root first.")
+    root_entry_ids = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="Entries without a parent, in append order."
+    )
     children_by_parent_id = serializers.DictField(
         child=serializers.ListField(child=serializers.CharField()),
         read_only=True,
-        help_text='Children in append order; roots under "root".',
+        help_text="Parent id → children in append order.",
     )
     labels_by_entry_id = serializers.DictField(child=LabelInfoSerializer(), read_only=True)
     runtime_context = ContextSerializer(read_only=True)

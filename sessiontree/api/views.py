@@ -35,8 +35,8 @@ from sessiontree.providers import meta
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider
 from sessiontree.selectors.export import export_jsonl
+from sessiontree.selectors.nested_tree import nested_tree
 from sessiontree.selectors.sessions import session_detail
-from sessiontree.selectors.tree import session_tree
 
 from . import serializers as s
 from .filters import SessionFilter
@@ -398,7 +398,7 @@ class SessionViewSet(SessionScopedViewSet):
         """Nested nodes, children in append order, with current labels. A node at the
         window's edge has ``children: []`` and its ``child_count``: ask again with ``root``."""
         query = parse(s.TreeQuerySerializer, request.query_params)
-        window = session_tree(self.provider(), self.session_id, root=query.get("root"), depth=query["depth"])
+        window = nested_tree(self.provider(), self.session_id, root=query.get("root"), depth=query["depth"])
         return Response(s.TreeSerializer(window).data)
 
     @extend_schema(tags=TREE_TAG, summary="Everything about the session at once", responses=s.SnapshotSerializer)

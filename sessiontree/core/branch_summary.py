@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .compaction import FileOperations, Message, entry_message_for_branch_summary, estimate_tokens
 from .context_builder import walk_to_root
@@ -86,17 +87,24 @@ def prepare_branch_entries(entries: Sequence[Entry], token_budget: int = 0) -> B
     one more summary message in while less than 90% of the budget is used.
     File operations come from the tool calls of the messages taken, and from
     the lists that earlier branch summaries on the branch stored (all of
-    them, budget or not, unless an extension wrote them).
+    them, budget or not, unless an extension wrote them). A ``context_edit``
+    on the branch replaces or hides its target here as in the context.
     """
     file_ops = FileOperations()
     for entry in entries:
         if entry.get("type") == "branch_summary" and not entry.get("fromHook"):
             file_ops.add_from_details(entry.get("details"))
+    # The summary sees what the model saw: the latest context edit of each
+    # target among these entries applies (Pi 1.5, #11602).
+    edits: dict[Any, Entry] = {}
+    for entry in entries:
+        if entry.get("type") == "context_edit":
+            edits[entry.get("targetId")] = entry
 
     kept: list[Message] = []
     total = 0
     for entry in reversed(entries):
-        message = entry_message_for_branch_summary(entry)
+        message = entry_message_for_branch_summary(entry, edits.get(entry.get("id")))
         if message is None:
             continue
         file_ops.add_from_message(message)

@@ -26,11 +26,15 @@ from typing import Any
 import orjson
 
 from .context_builder import (
+    ProjectedEntry,
+    apply_context_edit,
     branch_summary_message,
-    build_context_from_path,
     compaction_summary_message,
     custom_message,
+    entry_context_messages,
+    project_path,
 )
+from .entries import message_of
 from .types import Entry
 
 Message = dict[str, Any]
@@ -108,8 +112,11 @@ def estimate_tokens(message: Mapping[str, Any]) -> int:
 
     What counts per role: user, custom and tool results count their text and
     images; an assistant counts text, thinking, and each tool call's name plus
-    its JSON arguments; a bash execution counts command and output; branch and
-    compaction summaries count the summary. Unknown roles count nothing.
+    its JSON arguments (a plain-string content counts nothing, as in Pi, which
+    walks it as a list of blocks); a system message counts its content, its
+    sections and its added tools as JSON; a bash execution counts command and
+    output; branch and compaction summaries count the summary. Unknown roles
+    count nothing.
     """
     role = message.get("role")
     if role in ("user", "custom", "toolResult"):
@@ -128,8 +135,15 @@ def estimate_tokens(message: Mapping[str, Any]) -> int:
                     chars += js_length(block.get("thinking"))
                 elif block_type == "toolCall":
                     chars += js_length(block.get("name")) + js_length(js_json_stringify(block.get("arguments")))
-        elif isinstance(content, str):
-            chars = js_length(content)
+        return _ceil_quarter(chars)
+    if role == "system":
+        chars = _content_chars(message.get("content"))
+        sections = message.get("sections")
+        if isinstance(sections, Mapping):
+            chars += sum(js_length(text) for text in sections.values() if text)
+        tools_added = message.get("toolsAdded")
+        if tools_added:
+            chars += js_length(js_json_stringify(tools_added))
         return _ceil_quarter(chars)
     if role == "bashExecution":
         return _ceil_quarter(js_length(message.get("command")) + js_length(message.get("output")))
@@ -162,7 +176,7 @@ def last_assistant_usage(entries: Sequence[Entry]) -> Mapping[str, Any] | None:
     """Usage of the newest trustworthy assistant message among ``entries``."""
     for entry in reversed(entries):
         if entry.get("type") == "message":
-            usage = assistant_usage(entry.get("message") or {})
+            usage = assistant_usage(message_of(entry))
             if usage is not None:
                 return usage
     return None
@@ -190,6 +204,93 @@ def estimate_context_tokens(messages: Sequence[Mapping[str, Any]]) -> ContextUsa
     return ContextUsageEstimate(estimated, 0, estimated, None)
 
 
+def content_text(content: Any, separator: str = "\n") -> str:
+    """A string content as is, or its text blocks joined (pi-ai's ``contentText``)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return separator.join(
+        str(block.get("text")) for block in content if isinstance(block, Mapping) and block.get("type") == "text"
+    )
+
+
+_UNDEFINED: Any = object()
+
+
+def current_system_message(messages: Iterable[Mapping[str, Any]]) -> Message | None:
+    """Every ``system`` message replayed into one (pi-ai's
+    ``getCurrentSystemMessage``): contents appended, ``sections`` patched by
+    name (``null`` removes one), tools added and removed by name. ``None``
+    when there is no system message with a timestamp and no tool."""
+    content: list[str] = []
+    sections: dict[str, Any] = {}
+    tools: dict[Any, Any] = {}
+    timestamp: Any = _UNDEFINED
+    for message in messages:
+        if message.get("role") != "system":
+            continue
+        if timestamp is _UNDEFINED or timestamp is None:
+            timestamp = message.get("timestamp", _UNDEFINED)
+        text = content_text(message.get("content"))
+        if text:
+            content.append(text)
+        message_sections = message.get("sections")
+        if isinstance(message_sections, Mapping):
+            for name, value in message_sections.items():
+                if value is None:
+                    sections.pop(name, None)
+                else:
+                    sections[name] = value
+        for tool in message.get("toolsRemoved") or ():
+            if isinstance(tool, Mapping):
+                tools.pop(tool.get("name"), None)
+        for tool in message.get("toolsAdded") or ():
+            if isinstance(tool, Mapping):
+                tools[tool.get("name")] = tool
+    if timestamp is _UNDEFINED and not tools:
+        return None
+    system: Message = {"role": "system", "content": "\n\n".join(content)}
+    if sections:
+        system["sections"] = sections
+    if tools:
+        system["toolsAdded"] = list(tools.values())
+    system["timestamp"] = 0 if timestamp is _UNDEFINED or timestamp is None else timestamp
+    return system
+
+
+def estimate_projected_context_tokens(projection: Sequence[ProjectedEntry], path: Sequence[Entry]) -> int:
+    """Size of a projected context, trusting the provider's count only when it
+    was reported after the latest ``context_edit`` or compaction on ``path``
+    (an edit or a compaction changes the context the count was made for);
+    otherwise every message is estimated, the system messages as the one
+    they replay into."""
+    messages = [message for _entry, entry_messages in projection for message in entry_messages]
+    estimate = estimate_context_tokens(messages)
+    if estimate.last_usage_index is not None:
+        usage_entry_id = None
+        first_message = 0
+        for entry, entry_messages in projection:
+            next_message = first_message + len(entry_messages)
+            if estimate.last_usage_index < next_message:
+                usage_entry_id = entry.get("id")
+                break
+            first_message = next_message
+        usage_entry_index = -1
+        if usage_entry_id:
+            usage_entry_index = next((i for i, entry in enumerate(path) if entry.get("id") == usage_entry_id), -1)
+        latest_invalidating_index = -1
+        for index in range(len(path) - 1, -1, -1):
+            if path[index].get("type") in ("context_edit", "compaction"):
+                latest_invalidating_index = index
+                break
+        if usage_entry_index > latest_invalidating_index:
+            return estimate.tokens
+    system = current_system_message(messages)
+    tokens = estimate_tokens(system) if system is not None else 0
+    return tokens + sum(estimate_tokens(message) for message in messages if message.get("role") != "system")
+
+
 def should_compact(context_tokens: int, context_window: int, settings: CompactionSettings) -> bool:
     """True once the context leaves less than ``reserve_tokens`` of the window free."""
     if not settings.enabled:
@@ -201,36 +302,31 @@ def should_compact(context_tokens: int, context_window: int, settings: Compactio
 
 # Roles a kept region may start with. A tool result may not: it would lose
 # the assistant tool call it answers.
-_CUTTABLE_ROLES = frozenset({"user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"})
-# Entries that act as a user turn in the LLM context.
-_USER_LIKE_ENTRY_TYPES = frozenset({"branch_summary", "custom_message"})
+_CUT_POINT_ROLES = frozenset({"user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"})
+# Roles that open a turn: everything the model reads as coming from the user.
+_TURN_START_ROLES = frozenset({"user", "bashExecution", "custom", "branchSummary", "compactionSummary"})
 
 
-def _role(entry: Entry) -> Any:
-    return (entry.get("message") or {}).get("role")
+def _is_cut_point(entry: Entry, messages: Sequence[Mapping[str, Any]]) -> bool:
+    return entry.get("type") != "compaction" and any(m.get("role") in _CUT_POINT_ROLES for m in messages)
+
+
+def _is_turn_start(entry: Entry, messages: Sequence[Mapping[str, Any]]) -> bool:
+    return entry.get("type") != "compaction" and any(m.get("role") in _TURN_START_ROLES for m in messages)
 
 
 def find_valid_cut_points(entries: Sequence[Entry], start: int, end: int) -> list[int]:
-    """Indices in ``[start, end)`` where a kept region may begin."""
-    points: list[int] = []
-    for index in range(start, end):
-        entry = entries[index]
-        entry_type = entry.get("type")
-        if (entry_type == "message" and _role(entry) in _CUTTABLE_ROLES) or entry_type in _USER_LIKE_ENTRY_TYPES:
-            points.append(index)
-    return points
+    """Indices in ``[start, end)`` where a kept region may begin: entries (not
+    compactions) whose context messages include a user-like or assistant one."""
+    return [i for i in range(start, end) if _is_cut_point(entries[i], entry_context_messages(entries[i]))]
 
 
 def find_turn_start_index(entries: Sequence[Entry], entry_index: int, start: int) -> int:
-    """Index of the entry that opened the turn holding ``entry_index``: a user
-    message, a bash execution, a branch summary or a custom message. ``-1``
-    when there is none at or after ``start``."""
+    """Index of the entry that opened the turn holding ``entry_index``: one
+    whose context messages include a user message, a bash execution, a custom
+    message or a summary. ``-1`` when there is none at or after ``start``."""
     for index in range(entry_index, start - 1, -1):
-        entry = entries[index]
-        entry_type = entry.get("type")
-        if entry_type in _USER_LIKE_ENTRY_TYPES:
-            return index
-        if entry_type == "message" and _role(entry) in ("user", "bashExecution"):
+        if _is_turn_start(entries[index], entry_context_messages(entries[index])):
             return index
     return -1
 
@@ -243,45 +339,111 @@ class CutPoint:
     is_split_turn: bool
 
 
-def find_cut_point(entries: Sequence[Entry], start: int, end: int, keep_recent_tokens: int) -> CutPoint:
-    """Where to cut so that about ``keep_recent_tokens`` of recent messages stay.
-
-    Walk back from ``end`` adding up message estimates; at the message where
-    the budget is reached, cut at the nearest valid cut point at or after it
-    (never at a tool result, so a tool call always keeps its results). Then
-    pull in the settings/label/custom entries just before the cut, stopping at
-    a message or a compaction. A cut that lands on anything but a user message
-    splits a turn; the turn's opening entry is reported with it.
-    Without any valid cut point everything from ``start`` is kept.
-    """
-    cut_points = find_valid_cut_points(entries, start, end)
+def _cut_point(
+    items: Sequence[tuple[Entry, Sequence[Mapping[str, Any]]]], start: int, end: int, keep_recent_tokens: int
+) -> tuple[int, bool]:
+    """The budget walk shared by both cut-point searches: (cut index, whether the budget was reached)."""
+    cut_points = [i for i in range(start, end) if _is_cut_point(*items[i])]
     if not cut_points:
-        return CutPoint(start, -1, False)
-
-    cut_index = cut_points[0]
+        return start, False
     accumulated = 0
     for index in range(end - 1, start - 1, -1):
-        entry = entries[index]
-        if entry.get("type") != "message":
+        tokens = sum(estimate_tokens(message) for message in items[index][1])
+        if tokens == 0:
             continue
-        accumulated += estimate_tokens(entry.get("message") or {})
+        accumulated += tokens
         if accumulated >= keep_recent_tokens:
-            for point in cut_points:
-                if point >= index:
-                    cut_index = point
-                    break
-            break
+            # The nearest cut point at or after this entry; when only trailing
+            # tool results are left, the last cut point (their tool call).
+            return next((p for p in cut_points if p >= index), cut_points[-1]), True
+    return cut_points[0], False
 
+
+def _finish_cut(items: Sequence[tuple[Entry, Sequence[Mapping[str, Any]]]], cut_index: int, start: int) -> CutPoint:
+    # Pull in the context-invisible entries (settings, labels…) just before
+    # the cut, stopping at a compaction or anything the model sees.
     while cut_index > start:
-        previous_type = entries[cut_index - 1].get("type")
-        if previous_type in ("compaction", "message"):
+        previous_entry, previous_messages = items[cut_index - 1]
+        if previous_entry.get("type") == "compaction" or previous_messages:
             break
         cut_index -= 1
+    if _is_turn_start(*items[cut_index]):
+        return CutPoint(cut_index, -1, False)
+    turn_start = -1
+    for index in range(cut_index, start - 1, -1):
+        if _is_turn_start(*items[index]):
+            turn_start = index
+            break
+    return CutPoint(cut_index, turn_start, turn_start != -1)
 
-    cut_entry = entries[cut_index]
-    is_user_message = cut_entry.get("type") == "message" and _role(cut_entry) == "user"
-    turn_start = -1 if is_user_message else find_turn_start_index(entries, cut_index, start)
-    return CutPoint(cut_index, turn_start, not is_user_message and turn_start != -1)
+
+def find_cut_point(entries: Sequence[Entry], start: int, end: int, keep_recent_tokens: int) -> CutPoint:
+    """Where to cut ``entries[start:end]`` so that about ``keep_recent_tokens``
+    of recent context stays (Pi's ``findCutPoint``, on raw entries).
+
+    Walk back from ``end`` adding up each entry's context messages; at the
+    entry where the budget is reached, cut at the nearest valid cut point at
+    or after it (never at a tool result, so a tool call always keeps its
+    results; if only tool results follow, at the last cut point). Then pull
+    in the settings/label/custom entries just before the cut. A cut on an
+    entry that does not open a turn splits that turn; the turn's opening
+    entry is reported with it. Without any valid cut point everything from
+    ``start`` is kept.
+    """
+    items = [(entry, entry_context_messages(entry)) for entry in entries]
+    if start >= end or not any(_is_cut_point(*items[i]) for i in range(start, end)):
+        return CutPoint(start, -1, False)
+    cut_index, _reached = _cut_point(items, start, end, keep_recent_tokens)
+    return _finish_cut(items, cut_index, start)
+
+
+def _is_intrinsically_visible(entry: Entry) -> bool:
+    return entry.get("type") != "context_edit" and bool(entry_context_messages(entry))
+
+
+def find_projected_cut_point(
+    projection: Sequence[ProjectedEntry], start: int, end: int, keep_recent_tokens: int
+) -> CutPoint:
+    """``find_cut_point`` over a projected context (what ``prepare_compaction``
+    uses): token counts and cut points come from what the model sees after
+    context edits. One more rule: when the budget was reached and everything
+    after the cut is an assistant attempt the context omits (a failed reply
+    and the edit hiding it) plus invisible entries, the cut moves past the
+    cut entry, so the hidden attempt is not what the kept region starts with."""
+    if start >= end or not any(_is_cut_point(*projection[i]) for i in range(start, end)):
+        return CutPoint(start, -1, False)
+    cut_index, reached = _cut_point(projection, start, end, keep_recent_tokens)
+    suffix = projection[cut_index + 1 : end]
+
+    def is_omitted(item: ProjectedEntry) -> bool:
+        return _is_intrinsically_visible(item[0]) and not item[1]
+
+    omitted_ids = {entry.get("id") for entry, messages in suffix if is_omitted((entry, messages))}
+    has_external_replacement = any(
+        entry.get("type") == "context_edit"
+        and entry.get("replacement") is not None
+        and entry.get("targetId") not in omitted_ids
+        for entry, _messages in suffix
+    )
+    if (
+        reached
+        and not has_external_replacement
+        and any(
+            entry.get("type") == "message" and _role(entry) == "assistant" and is_omitted((entry, messages))
+            for entry, messages in suffix
+        )
+        and all(
+            entry.get("type") != "compaction"
+            and (not _is_intrinsically_visible(entry) or is_omitted((entry, messages)))
+            for entry, messages in suffix
+        )
+    ):
+        cut_index += 1
+    return _finish_cut(projection, cut_index, start)
+
+
+def _role(entry: Entry) -> Any:
+    return message_of(entry).get("role")
 
 
 # --- file operations -------------------------------------------------------------
@@ -296,24 +458,33 @@ class FileOperations:
     edited: set[str] = field(default_factory=set)
 
     def add_from_message(self, message: Mapping[str, Any]) -> None:
+        """The tool calls of an assistant message, or the calls a tool result
+        records as made from inside it (``nestedCalls``, e.g. a code-mode script)."""
+        if message.get("role") == "toolResult":
+            nested = message.get("nestedCalls")
+            calls = nested.get("calls") if isinstance(nested, Mapping) else None
+            for call in calls if isinstance(calls, list) else ():
+                if isinstance(call, Mapping):
+                    self._add(call.get("name"), call.get("arguments"))
+            return
         if message.get("role") != "assistant" or not isinstance(message.get("content"), list):
             return
         for block in message["content"]:
             if not isinstance(block, Mapping) or block.get("type") != "toolCall":
                 continue
-            arguments = block.get("arguments")
-            if not isinstance(arguments, Mapping):
-                continue
-            path = arguments.get("path")
-            if not isinstance(path, str) or not path:
-                continue
-            name = block.get("name")
-            if name == "read":
-                self.read.add(path)
-            elif name == "write":
-                self.written.add(path)
-            elif name == "edit":
-                self.edited.add(path)
+            if "arguments" in block and "name" in block:
+                self._add(block.get("name"), block.get("arguments"))
+
+    def _add(self, name: Any, arguments: Any) -> None:
+        path = arguments.get("path") if isinstance(arguments, Mapping) else None
+        if not isinstance(path, str) or not path:
+            return
+        if name == "read":
+            self.read.add(path)
+        elif name == "write":
+            self.written.add(path)
+        elif name == "edit":
+            self.edited.add(path)
 
     def add_from_details(self, details: Any) -> None:
         """Carry forward the lists a previous compaction or branch summary stored."""
@@ -385,30 +556,44 @@ def merge_split_turn_summary(history_summary: str | None, prefix_summary: str) -
 
 
 def entry_message_for_compaction(entry: Entry) -> Message | None:
-    """The message an entry contributes to a compaction summary. A previous
-    compaction entry contributes nothing: its text travels as ``previous_summary``."""
-    entry_type = entry.get("type")
-    if entry_type == "message":
-        return entry.get("message")
-    if entry_type == "custom_message":
-        return custom_message(entry)
-    if entry_type == "branch_summary":
-        return branch_summary_message(entry)
+    """The message an entry contributes to a compaction summary (no context
+    edit applied). A compaction entry contributes nothing: its text travels as
+    ``previous_summary``; a system message neither: it is prompt state, which
+    the compaction entry carries as its ``systemMessage``."""
+    if entry.get("type") == "compaction":
+        return None
+    for message in entry_context_messages(entry):
+        if message.get("role") != "system":
+            return message
     return None
 
 
-def entry_message_for_branch_summary(entry: Entry) -> Message | None:
-    """The message an entry contributes to a branch summary. Tool results are
-    left out (the assistant's tool call says what was done); compactions on
-    the abandoned branch contribute their summary."""
+def entry_message_for_branch_summary(entry: Entry, edit: Entry | None = None) -> Message | None:
+    """The message an entry contributes to a branch summary, with its latest
+    ``context_edit`` (if any) applied. Tool results are left out (the
+    assistant's tool call says what was done); compactions on the abandoned
+    branch contribute their summary; a branch summary counts even when empty."""
     entry_type = entry.get("type")
     if entry_type == "message":
         message = entry.get("message") or {}
         if message.get("role") == "toolResult":
             return None
-        return message
+        if edit is None:
+            return message
+        edited = apply_context_edit(entry_context_messages(entry), edit)
+        return edited[0] if edited else None
     if entry_type == "custom_message":
-        return custom_message(entry)
+        if edit is None:
+            # Unlike the context, a branch summary takes the stored content as
+            # it is, absent or null included.
+            message = custom_message(entry)
+            if "content" not in entry:
+                del message["content"]
+            else:
+                message["content"] = entry["content"]
+            return message
+        edited = apply_context_edit(entry_context_messages(entry), edit)
+        return edited[0] if edited else None
     if entry_type == "branch_summary":
         return branch_summary_message(entry)
     if entry_type == "compaction":
@@ -424,7 +609,7 @@ class CompactionPreparation:
     """Everything a summarizer and the compaction entry need, computed from the path."""
 
     first_kept_entry_id: str
-    first_kept_entry_index: int
+    first_kept_entry_index: int  # index of the first kept entry in the path
     messages_to_summarize: list[Message]
     turn_prefix_messages: list[Message]
     is_split_turn: bool
@@ -433,69 +618,70 @@ class CompactionPreparation:
     previous_compaction_id: str | None
     file_ops: FileOperations
     settings: CompactionSettings
+    # The system prompt and tools in force (every system message of the
+    # context replayed into one): the compaction entry stores it as its
+    # ``systemMessage``, since the kept range drops system messages.
+    system_message: Message | None = None
 
     @property
     def has_content(self) -> bool:
-        """False when the kept region already starts where the last compaction
-        kept from, so a new compaction would summarize nothing."""
+        """Always true: a preparation with nothing to summarize is not made."""
         return bool(self.messages_to_summarize or self.turn_prefix_messages)
 
     def details(self) -> dict[str, list[str]]:
         return self.file_ops.details()
 
 
-def prepare_compaction(path_entries: Sequence[Entry], settings: CompactionSettings) -> CompactionPreparation | None:
-    """Plan a compaction of the active path (root first).
+def _summarizable(item: ProjectedEntry) -> list[Message]:
+    entry, messages = item
+    if entry.get("type") == "compaction":
+        return []
+    return [message for message in messages if message.get("role") != "system"]
 
-    Returns ``None`` for an empty path, and when the path already ends in a
-    compaction (nothing new since). With an earlier compaction on the path,
-    its summary is the ``previous_summary`` to update, and the region to
-    consider starts at *its* first kept entry: those kept messages are still
-    in the context, so they must be either summarized again or kept (Pi fixed
-    dropping them in its issue #2608). ``tokens_before`` estimates the
-    current context. File operations gather the previous compaction's lists
+
+def prepare_compaction(path_entries: Sequence[Entry], settings: CompactionSettings) -> CompactionPreparation | None:
+    """Plan a compaction of the active path (root first), as Pi 1.6 does.
+
+    Works on the projected context (what the model sees, context edits
+    applied): with an earlier compaction on the path, that compaction comes
+    first and the region to consider is everything after it, i.e. the
+    entries it kept and the ones appended since (so messages it kept are
+    summarized again or kept, never dropped: Pi's issue #2608); its summary is
+    the ``previous_summary`` to update. ``tokens_before`` estimates the
+    projected context. File operations gather the previous compaction's lists
     and the tool calls of everything summarized.
+
+    Returns ``None`` for an empty path, when the path already ends in a
+    compaction, and when there is nothing to summarize (Pi's #4811): no
+    empty preparation is ever made.
     """
     if not path_entries or path_entries[-1].get("type") == "compaction":
         return None
+    projection = project_path(path_entries)
+    previous_index = next(
+        (i for i, (entry, messages) in enumerate(projection) if entry.get("type") == "compaction" and messages), -1
+    )
+    previous: Entry | None = projection[previous_index][0] if previous_index >= 0 else None
+    boundary_start = previous_index + 1
+    boundary_end = len(projection)
 
-    previous_index = -1
-    for index in range(len(path_entries) - 1, -1, -1):
-        if path_entries[index].get("type") == "compaction":
-            previous_index = index
-            break
-
-    previous: Entry | None = path_entries[previous_index] if previous_index >= 0 else None
-    boundary_start = 0
-    if previous is not None:
-        boundary_start = previous_index + 1
-        kept_id = previous.get("firstKeptEntryId")
-        for index in range(previous_index):
-            if path_entries[index].get("id") == kept_id:
-                boundary_start = index
-                break
-    boundary_end = len(path_entries)
-
-    tokens_before = estimate_context_tokens(build_context_from_path(path_entries)["messages"]).tokens
-
-    cut = find_cut_point(path_entries, boundary_start, boundary_end, settings.keep_recent_tokens)
-    first_kept = path_entries[cut.first_kept_entry_index] if cut.first_kept_entry_index < boundary_end else None
-    if first_kept is None or not first_kept.get("id"):
+    tokens_before = estimate_projected_context_tokens(projection, path_entries)
+    cut = find_projected_cut_point(projection, boundary_start, boundary_end, settings.keep_recent_tokens)
+    if cut.first_kept_entry_index >= boundary_end:
+        return None
+    first_kept = projection[cut.first_kept_entry_index][0]
+    if not first_kept.get("id"):
         return None  # entries without ids: the session must be migrated first
 
     history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_entry_index
-    messages_to_summarize = [
-        message
-        for entry in path_entries[boundary_start:history_end]
-        if (message := entry_message_for_compaction(entry)) is not None
-    ]
+    messages_to_summarize = [m for item in projection[boundary_start:history_end] for m in _summarizable(item)]
     turn_prefix_messages: list[Message] = []
     if cut.is_split_turn:
         turn_prefix_messages = [
-            message
-            for entry in path_entries[cut.turn_start_index : cut.first_kept_entry_index]
-            if (message := entry_message_for_compaction(entry)) is not None
+            m for item in projection[cut.turn_start_index : cut.first_kept_entry_index] for m in _summarizable(item)
         ]
+    if not messages_to_summarize and not turn_prefix_messages:
+        return None
 
     file_ops = FileOperations()
     if previous is not None and not previous.get("fromHook"):
@@ -505,9 +691,10 @@ def prepare_compaction(path_entries: Sequence[Entry], settings: CompactionSettin
     extract_file_operations(turn_prefix_messages, file_ops)
 
     previous_summary = previous.get("summary") if previous is not None else None
+    first_kept_id = first_kept["id"]
     return CompactionPreparation(
-        first_kept_entry_id=first_kept["id"],
-        first_kept_entry_index=cut.first_kept_entry_index,
+        first_kept_entry_id=first_kept_id,
+        first_kept_entry_index=next(i for i, entry in enumerate(path_entries) if entry.get("id") == first_kept_id),
         messages_to_summarize=messages_to_summarize,
         turn_prefix_messages=turn_prefix_messages,
         is_split_turn=cut.is_split_turn,
@@ -516,6 +703,7 @@ def prepare_compaction(path_entries: Sequence[Entry], settings: CompactionSettin
         previous_compaction_id=previous.get("id") if previous is not None else None,
         file_ops=file_ops,
         settings=settings,
+        system_message=current_system_message(m for _entry, messages in projection for m in messages),
     )
 
 
@@ -559,9 +747,19 @@ def bash_execution_text(message: Mapping[str, Any]) -> str:
 
 
 def _truncate(text: str, max_chars: int) -> str:
-    if len(text) <= max_chars:
+    """The first ``max_chars`` UTF-16 units of ``text`` (never half a surrogate
+    pair), then how many more there were, as Pi cuts a tool result."""
+    length = js_length(text)
+    if length <= max_chars:
         return text
-    return f"{text[:max_chars]}\n\n[... {len(text) - max_chars} more characters truncated]"
+    if text.isascii():
+        head = text[:max_chars]
+    else:
+        units = text.encode("utf-16-le", "surrogatepass")[: max_chars * 2]
+        if len(units) >= 2 and 0xD800 <= int.from_bytes(units[-2:], "little") <= 0xDBFF:
+            units = units[:-2]
+        head = units.decode("utf-16-le", "surrogatepass")
+    return f"{head}\n\n[... {length - max_chars} more characters truncated]"
 
 
 def _format_tool_arguments(arguments: Any) -> str:
@@ -574,12 +772,16 @@ def serialize_conversation(
     messages: Iterable[Mapping[str, Any]], *, tool_result_max_chars: int = TOOL_RESULT_MAX_CHARS
 ) -> str:
     """The conversation as labelled plain text, so a summarizing model reads it
-    as a document instead of continuing it.
+    as a document instead of continuing it (Pi's ``serializeConversation``
+    after ``convertToLlm``).
 
     Custom messages, bash executions and earlier summaries appear as the user
     turns they are in the LLM context; bash executions flagged
-    ``excludeFromContext`` are left out, as the model never saw them. Long
-    tool results are cut to their beginning.
+    ``excludeFromContext`` are left out, as the model never saw them; system
+    messages are prompt state, not conversation. Thinking is left out (Pi
+    1.2): replayed reasoning is often not in the live context and can make
+    the request larger than the context it summarizes. Long tool results are
+    cut to their beginning.
     """
     parts: list[str] = []
     for message in messages:
@@ -594,29 +796,18 @@ def serialize_conversation(
         elif role == "compactionSummary":
             parts.append(f"[User]: {COMPACTION_SUMMARY_INTRO}\n\n<summary>\n{message.get('summary') or ''}\n</summary>")
         elif role == "branchSummary":
-            parts.append(f"[User]: {BRANCH_SUMMARY_INTRO}\n\n<summary>\n{message.get('summary') or ''}\n</summary>")
+            parts.append(f"[User]: {BRANCH_SUMMARY_INTRO}\n\n<summary>\n{message.get('summary') or ''}</summary>")
         elif role == "assistant":
-            texts: list[str] = []
-            thinking: list[str] = []
             calls: list[str] = []
             content = message.get("content")
-            if isinstance(content, str):
-                texts.append(content)
-            elif isinstance(content, list):
-                for block in content:
-                    if not isinstance(block, Mapping):
-                        continue
-                    block_type = block.get("type")
-                    if block_type == "text" and isinstance(block.get("text"), str):
-                        texts.append(block["text"])
-                    elif block_type == "thinking" and isinstance(block.get("thinking"), str):
-                        thinking.append(block["thinking"])
-                    elif block_type == "toolCall":
-                        calls.append(f"{block.get('name')}({_format_tool_arguments(block.get('arguments'))})")
-            if thinking:
-                parts.append("[Assistant thinking]: " + "\n".join(thinking))
-            if texts:
-                parts.append("[Assistant]: " + "\n".join(texts))
+            blocks = [block for block in content if isinstance(block, Mapping)] if isinstance(content, list) else []
+            for block in blocks:
+                if block.get("type") == "toolCall":
+                    calls.append(f"{block.get('name')}({_format_tool_arguments(block.get('arguments'))})")
+            if isinstance(content, str) and content:
+                parts.append(f"[Assistant]: {content}")
+            elif any(block.get("type") == "text" for block in blocks):
+                parts.append("[Assistant]: " + content_text(blocks))
             if calls:
                 parts.append("[Assistant tool calls]: " + "; ".join(calls))
         elif role == "toolResult":

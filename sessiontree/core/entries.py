@@ -6,9 +6,11 @@ input is accepted or refused the same way, with the same message.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .context_builder import iso_to_epoch_ms
 from .errors import EntryNotFound, EntryTooLarge, InvalidEntry, InvalidTree
 from .ids import new_entry_id
 from .pi_session_file import now_iso
@@ -26,6 +28,13 @@ DEFAULT_MAX_ENTRY_DEPTH = 30
 FROZEN_FIELDS = frozenset({"id", "parentId", "type"})
 
 
+def message_of(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``message`` entry's agent message, or ``{}``: a hand-edited file may
+    hold anything there (a string, a list), which readers must survive."""
+    message = entry.get("message")
+    return message if isinstance(message, dict) else {}
+
+
 def _require_str(entry: Entry, key: str, *, allow_empty: bool = True) -> None:
     value = entry.get(key)
     if not isinstance(value, str) or (not allow_empty and not value):
@@ -33,7 +42,7 @@ def _require_str(entry: Entry, key: str, *, allow_empty: bool = True) -> None:
 
 
 def validate_entry_shape(entry: Any, by_id: Mapping[str, Entry]) -> None:
-    """Raise ``InvalidEntry`` unless ``entry`` is a well-formed entry of one of Pi's nine types.
+    """Raise ``InvalidEntry`` unless ``entry`` is a well-formed entry of one of Pi's eleven types.
 
     ``by_id`` is the session's current index: referenced entries (a label's
     target, a compaction's first kept entry) must exist in it.
@@ -56,12 +65,24 @@ def validate_entry_shape(entry: Any, by_id: Mapping[str, Entry]) -> None:
         _require_str(entry, "modelId", allow_empty=False)
     elif entry_type == "compaction":
         _require_str(entry, "summary")
-        _require_str(entry, "firstKeptEntryId", allow_empty=False)
+        if "firstKeptEntryId" not in entry:
+            raise InvalidEntry("compaction entry needs 'firstKeptEntryId' (an entry id, or null to keep none)")
+        first_kept = entry["firstKeptEntryId"]
+        if first_kept is not None:
+            # null, or the compaction's own id: a retain-none compaction.
+            _require_str(entry, "firstKeptEntryId", allow_empty=False)
         tokens = entry.get("tokensBefore")
         if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
             raise InvalidEntry("compaction entry needs a non-negative integer 'tokensBefore'")
-        if entry["firstKeptEntryId"] not in by_id:
-            raise EntryNotFound(f"Entry {entry['firstKeptEntryId']} not found (compaction firstKeptEntryId)")
+        system_message = entry.get("systemMessage")
+        if system_message is not None and (
+            not isinstance(system_message, dict) or system_message.get("role") != "system"
+        ):
+            raise InvalidEntry("compaction systemMessage must be a message object with role 'system'")
+        if entry.get("usage") is not None and not isinstance(entry.get("usage"), dict):
+            raise InvalidEntry("compaction usage must be an object")
+        if first_kept is not None and first_kept != entry.get("id") and first_kept not in by_id:
+            raise EntryNotFound(f"Entry {first_kept} not found (compaction firstKeptEntryId)")
     elif entry_type == "branch_summary":
         _require_str(entry, "summary")
         _require_str(entry, "fromId", allow_empty=False)
@@ -81,6 +102,22 @@ def validate_entry_shape(entry: Any, by_id: Mapping[str, Entry]) -> None:
             raise InvalidEntry("label must be a string, or null to clear")
     elif entry_type == "session_info" and entry.get("name") is not None and not isinstance(entry.get("name"), str):
         raise InvalidEntry("session_info name must be a string")
+    elif entry_type == "context_edit":
+        _require_str(entry, "targetId", allow_empty=False)
+        if "replacement" not in entry:
+            raise InvalidEntry("context_edit entry needs 'replacement': null to omit the target, or {'content': …}")
+        replacement = entry["replacement"]
+        if replacement is not None and (
+            not isinstance(replacement, dict) or not isinstance(replacement.get("content"), str | list)
+        ):
+            raise InvalidEntry("context_edit replacement must be null or an object with string or list 'content'")
+        if entry["targetId"] not in by_id:
+            raise EntryNotFound(f"Entry {entry['targetId']} not found (context_edit target)")
+    elif entry_type == "usage":
+        for key in ("kind", "provider", "model"):
+            _require_str(entry, key)
+        if not isinstance(entry.get("usage"), dict):
+            raise InvalidEntry("usage entry needs a 'usage' object")
 
 
 def prepare_new_entry(entry: Any, *, leaf_id: str | None, by_id: Mapping[str, Entry]) -> Entry:
@@ -113,6 +150,9 @@ def prepare_new_entry(entry: Any, *, leaf_id: str | None, by_id: Mapping[str, En
     for key, value in entry.items():
         if key not in prepared:
             prepared[key] = value
+    if prepared["type"] == "compaction" and prepared.get("firstKeptEntryId") is None:
+        # A retain-none compaction names itself, as Pi's appendCompaction writes it.
+        prepared["firstKeptEntryId"] = entry_id
     return prepared
 
 
@@ -168,17 +208,30 @@ def json_depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def check_entry_limits(entry: Entry, line_bytes: int, *, max_bytes: int, max_depth: int) -> None:
-    """Refuse an entry whose JSON line is over ``max_bytes`` or that nests
-    deeper than ``max_depth`` with ``EntryTooLarge``, naming the entry."""
+def check_entry_depth(entry: Entry, *, max_depth: int) -> None:
+    """Refuse an entry that nests JSON deeper than ``max_depth`` levels with
+    ``EntryTooLarge`` (checked before encoding: a depth bomb never reaches
+    the encoder)."""
+    if json_depth_exceeds(entry, max_depth):
+        raise EntryTooLarge(
+            f"Entry {entry.get('id')} nests JSON deeper than {max_depth} levels (SESSIONTREE_MAX_ENTRY_DEPTH)"
+        )
+
+
+def line_nests_at_most(line: bytes, max_depth: int) -> bool:
+    """Whether an entry's JSON line surely nests at most ``max_depth`` levels:
+    JSON cannot nest deeper than it has opening brackets (those inside
+    strings only overestimate), so most lines settle the depth check with
+    two byte counts instead of a walk."""
+    return line.count(b"{") + line.count(b"[") <= max_depth
+
+
+def check_entry_size(entry: Entry, line_bytes: int, *, max_bytes: int) -> None:
+    """Refuse an entry whose JSON line is over ``max_bytes`` with ``EntryTooLarge``."""
     if line_bytes > max_bytes:
         raise EntryTooLarge(
             f"Entry {entry.get('id')} is {line_bytes:,} bytes as JSON; the limit is {max_bytes:,} "
             "(SESSIONTREE_MAX_ENTRY_BYTES)"
-        )
-    if json_depth_exceeds(entry, max_depth):
-        raise EntryTooLarge(
-            f"Entry {entry.get('id')} nests JSON deeper than {max_depth} levels (SESSIONTREE_MAX_ENTRY_DEPTH)"
         )
 
 
@@ -211,8 +264,19 @@ def model_change_entry(provider: str, model_id: str) -> Entry:
 
 
 def compaction_entry(
-    *, summary: str, first_kept_entry_id: str, tokens_before: int, details: Any = None, from_hook: bool | None = None
+    *,
+    summary: str,
+    first_kept_entry_id: str | None,
+    tokens_before: int,
+    details: Any = None,
+    from_hook: bool | None = None,
+    usage: Any = None,
+    system_message: Any = None,
 ) -> Entry:
+    """``first_kept_entry_id=None``: a retain-none compaction (stored with its
+    own id there). ``system_message``: the prompt and tools in force (see
+    ``compaction.current_system_message``); it is stored with the entry's own
+    timestamp, as Pi stores it, so the entry's timestamp is set here."""
     entry: Entry = {
         "type": "compaction",
         "summary": summary,
@@ -221,17 +285,33 @@ def compaction_entry(
     }
     if details is not None:
         entry["details"] = details
+    if usage is not None:
+        entry["usage"] = usage
     if from_hook is not None:
         entry["fromHook"] = from_hook
+    if system_message is not None:
+        timestamp = now_iso()
+        entry["timestamp"] = timestamp
+        entry["systemMessage"] = {**system_message, "timestamp": iso_to_epoch_ms(timestamp)}
     return entry
 
 
 def branch_summary_entry(
-    *, branch_from_entry_id: str | None, summary: str, details: Any = None, from_hook: bool | None = None
+    *,
+    branch_from_entry_id: str | None,
+    summary: str,
+    details: Any = None,
+    from_hook: bool | None = None,
+    from_id: str | None = None,
+    usage: Any = None,
 ) -> Entry:
-    entry: Entry = {"type": "branch_summary", "fromId": branch_from_entry_id or "root", "summary": summary}
+    """``from_id``: the leaf being left (Pi's ``fromId``); defaults to the
+    new position, ``"root"`` before the root."""
+    entry: Entry = {"type": "branch_summary", "fromId": from_id or branch_from_entry_id or "root", "summary": summary}
     if details is not None:
         entry["details"] = details
+    if usage is not None:
+        entry["usage"] = usage
     if from_hook is not None:
         entry["fromHook"] = from_hook
     return entry
@@ -259,4 +339,43 @@ def label_entry(target_id: str, label: str | None) -> Entry:
 
 
 def session_info_entry(name: str) -> Entry:
-    return {"type": "session_info", "name": name}
+    """Line breaks become spaces and the ends are trimmed, as Pi stores a
+    name (#5999); an empty name clears the session name."""
+    return {"type": "session_info", "name": js_trim(_LINE_BREAKS.sub(" ", name)) if isinstance(name, str) else name}
+
+
+def context_edit_entry(target_id: str, replacement: Any) -> Entry:
+    """Replace (``{"content": …}``) or omit (``None``) an earlier message in
+    the context from here on; the target entry itself never changes."""
+    return {"type": "context_edit", "targetId": target_id, "replacement": replacement}
+
+
+def usage_entry(kind: str, provider: str, model: str, usage: Any, note: str | None = None) -> Entry:
+    """Usage a model reported outside any assistant message (cache warming…): never in the context."""
+    entry: Entry = {"type": "usage", "kind": kind, "provider": provider, "model": model, "usage": usage}
+    if note:
+        entry["note"] = note
+    return entry
+
+
+# What JavaScript's String.prototype.trim removes (its WhiteSpace and
+# LineTerminator sets), which differs from Python's str.strip.
+_JS_WHITESPACE = "\t\n\v\f\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+_LINE_BREAKS = re.compile(r"[\r\n]+")
+
+
+def js_trim(text: str) -> str:
+    return text.strip(_JS_WHITESPACE)
+
+
+def resolve_session_name(entries: Iterable[Entry]) -> str | None:
+    """The session's name: the latest ``session_info`` entry in the file,
+    whatever branch it is on; an empty (or blank) name clears it (Pi's
+    ``getSessionName``)."""
+    name: Any = None
+    for entry in entries:
+        if entry.get("type") == "session_info":
+            name = entry.get("name")
+    if not isinstance(name, str):
+        return None
+    return js_trim(name) or None

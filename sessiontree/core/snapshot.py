@@ -9,13 +9,14 @@ from .errors import EntryNotFound
 from .path import build_entry_index, group_children_by_parent, resolve_latest_labels
 from .types import Entry, SessionSnapshot, SessionTreeSession
 
-ROOT_KEY = "root"
-
 
 def build_snapshot(session: SessionTreeSession, entries: Sequence[Entry]) -> SessionSnapshot:
-    """Session meta, every entry, the active path (ids, root first), children per
-    parent (roots under ``"root"``: JSON objects need string keys), current
-    labels and the LLM context at the leaf."""
+    """Session meta, every entry, the active path (ids, root first), the roots
+    (``root_entry_ids``), children per parent id, current labels and the LLM
+    context at the leaf.
+
+    Roots have a list of their own: kept under a made-up key among the
+    parent ids, they were lost when an entry had that very id (``"root"``)."""
     by_id = build_entry_index(entries)
     leaf_id = session["leaf_entry_id"]
     path: list[Entry] = []
@@ -24,14 +25,14 @@ def build_snapshot(session: SessionTreeSession, entries: Sequence[Entry]) -> Ses
         if leaf is None:
             raise EntryNotFound(f"Leaf entry {leaf_id} of session {session['session_id']} not found")
         path = walk_to_root(leaf, by_id)
-    children = {
-        (ROOT_KEY if parent_id is None else parent_id): ids
-        for parent_id, ids in group_children_by_parent(entries).items()
-    }
+    grouped = group_children_by_parent(entries)
+    roots = grouped.pop(None, [])
+    children: dict[str, list[str]] = {str(parent_id): ids for parent_id, ids in grouped.items()}
     return {
         "session": session,
         "entries": list(entries),
         "active_path": [e["id"] for e in path],
+        "root_entry_ids": roots,
         "children_by_parent_id": children,
         "labels_by_entry_id": resolve_latest_labels(entries),
         "runtime_context": build_context_from_path(path),

@@ -26,6 +26,9 @@ ENTRY_TYPES: frozenset[str] = frozenset(
         "custom_message",
         "label",
         "session_info",
+        # Pi 1.x
+        "context_edit",
+        "usage",
     }
 )
 
@@ -78,10 +81,14 @@ class ModelChangeEntry(SessionEntryBase):
 
 class CompactionEntry(SessionEntryBase):
     summary: str
-    firstKeptEntryId: str
+    # The first entry kept from before the compaction; the compaction's own id
+    # (or null) keeps none (Pi's retain-none compaction).
+    firstKeptEntryId: str | None
     tokensBefore: int
     details: NotRequired[Any]
     fromHook: NotRequired[bool]
+    usage: NotRequired[dict[str, Any]]  # the summarizer's usage
+    systemMessage: NotRequired[dict[str, Any]]  # prompt and tools in force, replayed first
 
 
 class BranchSummaryEntry(SessionEntryBase):
@@ -109,7 +116,24 @@ class LabelEntry(SessionEntryBase):
 
 
 class SessionInfoEntry(SessionEntryBase):
-    name: NotRequired[str]
+    name: NotRequired[str]  # empty clears the session name
+
+
+class ContextReplacement(TypedDict):
+    content: Any  # a string or a list of content blocks
+
+
+class ContextEditEntry(SessionEntryBase):
+    targetId: str
+    replacement: ContextReplacement | None  # null omits the target from the context
+
+
+class UsageEntry(SessionEntryBase):
+    kind: str
+    provider: str
+    model: str
+    usage: dict[str, Any]
+    note: NotRequired[str]
 
 
 SessionTreeEntry = (
@@ -122,6 +146,8 @@ SessionTreeEntry = (
     | CustomMessageEntry
     | LabelEntry
     | SessionInfoEntry
+    | ContextEditEntry
+    | UsageEntry
 )
 # Entries are handled as plain dicts everywhere; this alias is what signatures use.
 Entry = dict[str, Any]
@@ -176,6 +202,7 @@ class SessionSnapshot(TypedDict):
     session: SessionTreeSession
     entries: list[Entry]
     active_path: list[str]
-    children_by_parent_id: dict[str, list[str]]
+    root_entry_ids: list[str]  # entries without a parent, in append order
+    children_by_parent_id: dict[str, list[str]]  # real parent ids only
     labels_by_entry_id: dict[str, LabelInfo]
     runtime_context: SessionContext

@@ -45,12 +45,16 @@ class TypedAppends:
         session_id: str,
         *,
         summary: str,
-        first_kept_entry_id: str,
+        first_kept_entry_id: str | None,
         tokens_before: int,
         details: Any = None,
         from_hook: bool | None = None,
+        usage: Any = None,
+        system_message: Any = None,
         expected_leaf_id: Expected = UNSET,
     ) -> Entry:
+        """``first_kept_entry_id=None``: keep nothing from before the compaction
+        (stored with the compaction's own id, as Pi writes it)."""
         return self.append_entry(
             session_id,
             build.compaction_entry(
@@ -59,6 +63,8 @@ class TypedAppends:
                 tokens_before=tokens_before,
                 details=details,
                 from_hook=from_hook,
+                usage=usage,
+                system_message=system_message,
             ),
             expected_leaf_id=expected_leaf_id,
         )
@@ -91,3 +97,19 @@ class TypedAppends:
 
     def append_session_info(self, session_id: str, name: str, *, expected_leaf_id: Expected = UNSET) -> Entry:
         return self.append_entry(session_id, build.session_info_entry(name), expected_leaf_id=expected_leaf_id)
+
+    def append_usage(
+        self,
+        session_id: str,
+        kind: str,
+        provider: str,
+        model: str,
+        usage: Any,
+        note: str | None = None,
+        *,
+        expected_leaf_id: Expected = UNSET,
+    ) -> Entry:
+        """Usage a model reported outside any assistant message: stored, never in the context."""
+        return self.append_entry(
+            session_id, build.usage_entry(kind, provider, model, usage, note), expected_leaf_id=expected_leaf_id
+        )

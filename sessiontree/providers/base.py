@@ -95,10 +95,12 @@ class SessionTreeProvider(Protocol):
         session_id: str,
         *,
         summary: str,
-        first_kept_entry_id: str,
+        first_kept_entry_id: str | None,
         tokens_before: int,
         details: Any = None,
         from_hook: bool | None = None,
+        usage: Any = None,
+        system_message: Any = None,
     ) -> Entry: ...
 
     def append_branch_summary(
@@ -120,6 +122,12 @@ class SessionTreeProvider(Protocol):
     def append_label_change(self, session_id: str, target_id: str, label: str | None) -> Entry: ...
 
     def append_session_info(self, session_id: str, name: str) -> Entry: ...
+
+    def append_context_edit(self, session_id: str, target_id: str, replacement: Any) -> Entry: ...
+
+    def append_usage(
+        self, session_id: str, kind: str, provider: str, model: str, usage: Any, note: str | None = None
+    ) -> Entry: ...
 
     def begin_in_flight_entry(self, session_id: str, entry: Entry) -> Entry: ...
 

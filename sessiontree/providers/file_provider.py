@@ -53,11 +53,13 @@ from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import EntryParents, TreeStats, tree_stats
 from sessiontree.core.pi_session_file import (
     append_lines,
+    gc_paused,
     is_session_header,
     migrate_to_current_version,
     parse_lines,
     serialize_file,
     serialize_line,
+    whole_lines_end,
 )
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.models import AgentSession
@@ -429,7 +431,7 @@ class FileStorage:
             if st.st_size == cached.size and st.st_mtime_ns == cached.mtime_ns:
                 return cached
             tail = os.pread(fd, st.st_size - cached.offset, cached.offset)
-            complete = tail.rfind(b"\n") + 1
+            complete = whole_lines_end(tail)
             cached.extend([obj for obj in parse_lines(tail[:complete]) if obj.get("type") != "session"])
             cached.offset += complete
             cached.size, cached.mtime_ns = st.st_size, st.st_mtime_ns
@@ -441,8 +443,11 @@ class FileStorage:
 
     def _load(self, path: Path, fd: int, st: os.stat_result) -> FileIndex:
         data = os.pread(fd, st.st_size, 0)
-        complete = data.rfind(b"\n") + 1
-        objs = parse_lines(data[:complete])
+        complete = whole_lines_end(data)
+        # The index is cached and long-lived: what is decoded goes straight to
+        # the oldest collector generation instead of being walked on the way.
+        with gc_paused(promote=True):
+            objs = parse_lines(data[:complete])
         if not objs or not is_session_header(objs[0]):
             raise CorruptSessionTree(f"{path.name} is not a Pi session file (its first line is not a session header)")
         if migrate_to_current_version(objs):
@@ -465,7 +470,7 @@ class FileStorage:
         if os.stat(path).st_ino != st.st_ino:
             raise _FileReplaced
         data = os.pread(fd, os.fstat(fd).st_size, 0)
-        complete = data.rfind(b"\n") + 1
+        complete = whole_lines_end(data)
         objs = parse_lines(data[:complete])
         migrate_to_current_version(objs)
         kept_lines = sum(1 for line in data.split(b"\n") if line.strip())
@@ -615,6 +620,7 @@ class FileStorage:
                 row = meta.create_row(
                     provider=KIND,
                     session_file=str(path),
+                    header=header,
                     stats=stats,
                     leaf_entry_id=entries[-1]["id"] if entries else None,
                     **row_fields,
@@ -668,6 +674,7 @@ class FileStorage:
                     parent_session_id=header.get("parentSession"),
                     metadata=fields.pop("metadata", None),
                     session_file=str(file_path),
+                    header=header,
                     stats=stats,
                     leaf_entry_id=index.entries[-1]["id"] if index.entries else None,
                 )

@@ -252,9 +252,14 @@ def _insert(session_pk: int, entries: list[Entry], *, first_seq: int, depths: li
     with connection.cursor() as cursor:
         if len(params) == 1:
             cursor.execute(rows.INSERT_SQL, params[0])
-        else:
-            for chunk in rows.chunks(params):
-                cursor.executemany(rows.INSERT_SQL, chunk)
+            return
+        statements = rows.insert_statements(params)
+        if statements is not None:
+            for statement in statements:
+                cursor.execute(statement)  # type: ignore[arg-type]  # bytes: values already escaped
+            return
+        for chunk in rows.chunks(params):
+            cursor.executemany(rows.INSERT_SQL, chunk)
 
 
 def _select_entries(session_pk: int, where: str = "", params: Iterable[Any] = ()) -> list[Entry]:
@@ -294,10 +299,14 @@ def _entries_at(session_pk: int, seqs: list[int]) -> dict[int, Entry]:
     return found
 
 
+# Up to this many entries are read by id; more (a long path) by entry_seq ranges.
+BY_ID_LIMIT = 2000
+
+
 def _skeleton(session_pk: int) -> tuple[dict[str, str | None], dict[str, int]]:
     """(entry id → parent id, entry id → entry_seq) for the whole session in
-    append order, read from one covering index (``entry_skeleton_idx``, which
-    is in entry_seq order: the ORDER BY costs no sort)."""
+    append order (children keep their order, as in a file), read from one
+    covering index (``entry_skeleton_idx``)."""
     parents: dict[str, str | None] = {}
     seqs: dict[str, int] = {}
     with connection.cursor() as cursor, gc_paused():
@@ -333,6 +342,14 @@ class MySQLView:
         return self._loaded_skeleton()[0]
 
     def entries(self, ids: Sequence[str]) -> list[Entry]:
+        if self._skeleton is None and len(ids) <= BY_ID_LIMIT:
+            # A few entries (a page's window) by id: no need to read the whole skeleton first.
+            wanted = list(dict.fromkeys(ids))
+            found: dict[str, Entry] = {}
+            for chunk in rows.chunks(wanted, BY_ID_LIMIT):
+                where = f" AND entry_id IN ({rows.in_list(len(chunk))})"
+                found.update((entry["id"], entry) for entry in _select_entries(self.state.pk, where, chunk))
+            return [found[entry_id] for entry_id in ids]
         seqs = self._loaded_skeleton()[1]
         path_seqs = [seqs[entry_id] for entry_id in ids]
         by_seq = _entries_at(self.state.pk, path_seqs)
@@ -374,7 +391,9 @@ class MySQLWrite(MySQLView):
                 # The one expected cause: a generated id already in use.
                 if not generated_id or entry["id"] not in StoredIds(state.pk, [entry["id"]]):
                     raise
-                entry["id"] = new_entry_id()
+                taken, entry["id"] = entry["id"], new_entry_id()
+                if entry.get("type") == "compaction" and entry.get("firstKeptEntryId") == taken:
+                    entry["firstKeptEntryId"] = entry["id"]  # a retain-none compaction names itself
         else:  # pragma: no cover - 8 random 32-bit collisions in a row
             raise InvalidEntry(f"Could not find a free entry id in session {state.session_id}")
         if entry.get("parentId") is None or leaf.has_children:

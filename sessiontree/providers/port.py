@@ -59,7 +59,7 @@ class StoredView(Protocol):
 
     def parents(self) -> Mapping[str, Any]:
         """Every entry id (the in-flight one included) → its ``parentId``: the
-        skeleton to walk, iterating in append order."""
+        skeleton to walk, iterated in append order."""
         ...
 
     def entries(self, ids: Sequence[str]) -> list[Entry]:

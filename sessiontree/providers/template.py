@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import orjson
 from django.conf import settings
 
 from sessiontree.core import entries as build
@@ -28,13 +29,17 @@ from sessiontree.core.entries import (
     DEFAULT_MAX_ENTRY_DEPTH,
     apply_in_flight_patch,
     check_copied_entries,
-    check_entry_limits,
+    check_entry_depth,
+    check_entry_size,
+    line_nests_at_most,
+    message_of,
     prepare_new_entry,
 )
 from sessiontree.core.errors import (
     EntryNotFound,
     ImmutableEntry,
     InvalidEntry,
+    InvalidTree,
     LeafConflict,
     SessionClosed,
     SessionNotFound,
@@ -42,7 +47,7 @@ from sessiontree.core.errors import (
 from sessiontree.core.fork import build_branched_entries
 from sessiontree.core.ids import new_session_id
 from sessiontree.core.path import resolve_latest_labels, walk_path
-from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_session_header
+from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_session_header, serialize_line
 from sessiontree.core.snapshot import build_snapshot
 from sessiontree.core.types import Entry, SessionContext, SessionSnapshot, SessionTreeSession
 
@@ -67,9 +72,27 @@ def encode_checked(entry: Entry) -> tuple[bytes, Entry]:
     """The entry's line and the entry as stored, refused beyond the size limits
     (``EntryTooLarge``) or when JSON cannot hold it (``InvalidEntry``)."""
     max_bytes, max_depth = entry_limits()
+    check_entry_depth(entry, max_depth=max_depth)
     line, stored = encode_entry_line(entry)
-    check_entry_limits(entry, len(line), max_bytes=max_bytes, max_depth=max_depth)
+    check_entry_size(entry, len(line), max_bytes=max_bytes)
     return line, stored
+
+
+def check_storable(entries: list[Entry]) -> None:
+    """``encode_checked`` for entries stored as they are (a fork, an import),
+    without building their stored copies: each is serialized once, and the
+    nesting walk runs only for a line with more brackets than the depth limit
+    (orjson refuses a depth bomb itself before that)."""
+    max_bytes, max_depth = entry_limits()
+    for entry in entries:
+        try:
+            line = serialize_line(entry)
+        except (TypeError, orjson.JSONEncodeError):
+            encode_checked(entry)  # raises the error naming the entry (and the field)
+            raise  # pragma: no cover - encode_checked fails the same way
+        check_entry_size(entry, len(line), max_bytes=max_bytes)
+        if not line_nests_at_most(line, max_depth):
+            check_entry_depth(entry, max_depth=max_depth)
 
 
 class SessionWriter:
@@ -189,6 +212,50 @@ class SessionWriter:
         self.check_expected_leaf(expected_leaf_id)
         self._txn.set_leaf(None)
 
+    def copy_entry(self, entry: Any) -> Entry:
+        """Store an entry copied from elsewhere (a Pi file being imported)
+        as it is: its own id and ``parentId``, any type, unknown fields kept.
+
+        Unlike ``append`` it may hang from any entry: when its parent is not
+        the leaf (a branch in the source) the leaf moves to the parent first;
+        afterwards the entry is the leaf. A parent the session does not hold
+        makes it a root, as every reader treats such an entry."""
+        self.check_writable()
+        self.check_no_in_flight()
+        check_copied_entries([entry])  # a JSON object with a usable string id
+        entry_id = entry["id"]
+        parent_id = entry.get("parentId")
+        named = [entry_id, parent_id] if isinstance(parent_id, str) else [entry_id]
+        known = self._txn.known_ids(named)
+        if entry_id in known:
+            raise InvalidTree(f"Duplicate entry id {entry_id} in session {self.session_id}")
+        if parent_id != self.leaf_entry_id:
+            self._txn.set_leaf(parent_id if isinstance(parent_id, str) and parent_id in known else None)
+        line, stored = encode_checked(entry)
+        inserted = self._txn.insert(stored, line=line)
+        self.written.append(inserted)
+        return inserted
+
+
+def context_edit_for(writer: SessionWriter, target_id: str, replacement: Any) -> Entry:
+    """A ``context_edit`` entry for ``target_id``, checked against the active
+    path: the target must be on it and be a message the model sees. A string
+    given for an assistant or tool result becomes one text block, as those
+    roles need block lists."""
+    target = next((e for e in writer.active_path() if e.get("id") == target_id), None)
+    if target is None:
+        raise EntryNotFound(f"Entry {target_id} is not on the active path of session {writer.session_id}")
+    role = message_of(target).get("role") if target.get("type") == "message" else None
+    if target.get("type") != "custom_message" and role not in ("user", "assistant", "toolResult"):
+        raise InvalidEntry(f"Entry {target_id} is not a message whose content the model sees")
+    if (
+        isinstance(replacement, dict)
+        and role in ("assistant", "toolResult")
+        and isinstance(replacement.get("content"), str)
+    ):
+        replacement = {"content": [{"type": "text", "text": replacement["content"]}]}
+    return build.context_edit_entry(target_id, replacement)
+
 
 class _AssumingAbsent(dict[str, Any]):
     """``known_ids`` plus one generated id taken as absent: the storage makes
@@ -270,13 +337,15 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         is ``parent_session_ref`` when given (Pi writes the parent's file
         path), else that id."""
         copied = check_copied_entries(entries or [])
-        for entry in copied:
-            encode_checked(entry)
+        check_storable(copied)
         session_id = meta.validate_session_id(session_id) if session_id is not None else new_session_id()
+        # An imported header keeps its own creation time.
+        timestamp = (header_extra or {}).get("timestamp")
         header = new_session_header(
             session_id,
             cwd=cwd or "",
             parent_session=parent_session_ref or parent_session_id,
+            timestamp=timestamp if isinstance(timestamp, str) and timestamp else None,
             extra=header_extra,
         )
         row_fields = {
@@ -348,12 +417,17 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         expected_leaf_id: str | None | _Unset = UNSET,
     ) -> Entry:
         """Pi's ``branchWithSummary``: move the leaf to ``branch_from_entry_id``
-        (``None`` = before the root) and append the summary there, in one step."""
-        entry = build.branch_summary_entry(
-            branch_from_entry_id=branch_from_entry_id, summary=summary, details=details, from_hook=from_hook
-        )
+        (``None`` = before the root) and append the summary there, in one step.
+        Its ``fromId`` is the leaf being left (``"root"`` when there was none)."""
 
         def work(writer: SessionWriter) -> Entry:
+            entry = build.branch_summary_entry(
+                branch_from_entry_id=branch_from_entry_id,
+                summary=summary,
+                details=details,
+                from_hook=from_hook,
+                from_id=writer.leaf_entry_id or "root",
+            )
             if branch_from_entry_id is None:
                 writer.reset_leaf()
             else:
@@ -361,6 +435,24 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
             return writer.append(entry)
 
         return self.transact(session_id, work, expected_leaf_id=expected_leaf_id)
+
+    def append_context_edit(
+        self,
+        session_id: str,
+        target_id: str,
+        replacement: Any,
+        *,
+        expected_leaf_id: str | None | _Unset = UNSET,
+    ) -> Entry:
+        """Pi's ``appendContextEdit``: from here on the context shows the target
+        (a user, assistant, tool-result or custom message on the active path)
+        with ``replacement["content"]``, or omits it (``replacement=None``).
+        The check and the append are one step under the session's lock."""
+        return self.transact(
+            session_id,
+            lambda writer: writer.append(context_edit_for(writer, target_id, replacement)),
+            expected_leaf_id=expected_leaf_id,
+        )
 
     # --- leaf and branches -------------------------------------------------------------
     def switch_leaf(

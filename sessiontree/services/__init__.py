@@ -9,9 +9,13 @@ writes an ``AuditRecord`` in the same transaction: a record exists if and only
 if the change happened.
 
 Modules:
-- ``sessions``: create, update title/metadata, archive, restore, soft/hard delete;
+- ``sessions``: create, update title/metadata, archive, restore, soft/hard
+  delete; sessions from Pi files (``import_session``, ``register_file``) and
+  ``refresh_session`` (meta row recomputed from the stored entries);
 - ``entries``: append any entry type (one or several at once), in-flight
-  entries begun, updated and completed;
+  entries begun, updated and completed, ``import_entries`` (a Pi file's
+  tail copied as it is, branches included);
+- ``repair`` (imported on its own): the safe repairs of ``repair_session``;
 - ``tree``: switch/reset the leaf, set/clear labels, navigate (optional branch
   summary and label), fork before/at an entry, compact;
 - ``audit``: actors, channels and the record;

@@ -4,8 +4,10 @@ the audit record inside the change's own transaction."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any
 
+from sessiontree.models import AgentSession
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.providers.template import SessionWriter
@@ -46,3 +48,14 @@ def audit_writer(
         )
 
     return before_commit
+
+
+def set_times(session_id: str, *, created_at: datetime | None = None, activity_at: datetime | None = None) -> None:
+    """Set a session's creation time and last activity (``updated_at``) from
+    its source (a Pi file's header and last entry), inside the caller's
+    transaction. ``None`` leaves a time as it is."""
+    times = {
+        name: value for name, value in (("created_at", created_at), ("updated_at", activity_at)) if value is not None
+    }
+    if times:
+        AgentSession.objects.filter(session_id=session_id).update(**times)

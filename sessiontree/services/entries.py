@@ -9,17 +9,18 @@ stored all together or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 from sessiontree.core import entries as build
 from sessiontree.core.context_builder import UNSET, _Unset
-from sessiontree.core.errors import InvalidEntry
+from sessiontree.core.errors import InvalidEntry, LeafConflict
 from sessiontree.core.types import Entry
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.template import SessionWriter
 
-from ._common import audit_writer, provider_for, who
+from ._common import audit_writer, provider_for, set_times, who
 from .audit import describe_entry
 
 Expected = str | None | _Unset
@@ -95,6 +96,54 @@ def append_entries(
         expected_leaf_id=expected_leaf_id,
         before_commit=audit_writer(acting, channel, operation, detail=detail),
     )
+
+
+def import_entries(
+    *,
+    session_id: str,
+    entries: Sequence[Entry],
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    expected_entry_count: int | None = None,
+    activity_at: datetime | None = None,
+    also: Callable[[int], None] | None = None,
+) -> list[Entry]:
+    """Copy entries read from a Pi file (the appended tail of one already
+    imported) into the session as they are: own ids, own ``parentId`` (a
+    branch in the file moves the leaf to the entry's parent first), any type,
+    unknown fields kept. Afterwards the leaf is the last entry, Pi's rule.
+
+    All of them or none. ``expected_entry_count``: refuse with
+    ``LeafConflict`` unless the session holds exactly that many entries
+    (nothing was added since the last import). ``activity_at`` becomes the
+    session's last activity; ``also(entry_count)`` makes more database writes in the same
+    transaction (the sync command's record of how far it read the file)."""
+    acting, channel = who(actor, channel)
+    if isinstance(entries, dict) or not isinstance(entries, Sequence) or not entries:
+        raise InvalidEntry("entries must be a non-empty list of entries")
+    provider = provider_for(provider, session_id)
+
+    def work(writer: SessionWriter) -> list[Entry]:
+        if expected_entry_count is not None and writer.state.entry_count != expected_entry_count:
+            raise LeafConflict(
+                f"Session {session_id} holds {writer.state.entry_count} entries, not the "
+                f"{expected_entry_count} of its last import: it changed since"
+            )
+        return [writer.copy_entry(entry) for entry in entries]
+
+    def detail(writer: SessionWriter) -> dict[str, Any]:
+        return {"count": len(writer.written), "types": sorted({str(e.get("type")) for e in writer.written})}
+
+    audit = audit_writer(acting, channel, "import_entries", detail=detail)
+
+    def before_commit(writer: SessionWriter) -> None:
+        audit(writer)
+        set_times(session_id, activity_at=activity_at)
+        if also is not None:
+            also(writer.state.entry_count)
+
+    return provider.transact(session_id, work, before_commit=before_commit)
 
 
 def begin_in_flight(

@@ -8,19 +8,25 @@ session already has changes nothing and writes no audit record.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 
-from sessiontree.core.context_builder import UNSET
+from sessiontree.core.context_builder import UNSET, _Unset
 from sessiontree.core.errors import InvalidEntry, SessionClosed
+from sessiontree.core.path import tree_stats
 from sessiontree.core.types import Entry, SessionTreeSession
-from sessiontree.models import Agent
+from sessiontree.models import Agent, AgentSession
 from sessiontree.providers import meta
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider, resolve_session_provider_kind
+from sessiontree.providers.file_provider import FileSessionTreeProvider
+from sessiontree.providers.template import SessionWriter
 
-from ._common import provider_for, who
+from ._common import provider_for, set_times, who
 from .audit import record
 
 EDITABLE_FIELDS = ("title", "metadata", "user_id", "agent_id", "cwd")
@@ -203,3 +209,193 @@ def delete_session(
 
     provider.delete_session(session_id, hard=True, before_commit=audit)
     return None
+
+
+# --- sessions from Pi files (the sync command) -------------------------------------------
+
+HEADER_FIELDS_KEPT_ELSEWHERE = ("type", "version", "id", "cwd", "parentSession")
+
+
+def import_session(
+    *,
+    header: dict[str, Any],
+    entries: list[Entry],
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider,
+    title: str | None = None,
+    created_at: datetime | None = None,
+    activity_at: datetime | None = None,
+    also: Callable[[int], None] | None = None,
+) -> SessionTreeSession:
+    """Create a session from a Pi file's header and entries (already at v3),
+    copied verbatim: the header's id becomes the session id, its other
+    fields are kept in the stored header, ``parentSession`` (a path or an id)
+    links the lineage. ``created_at``/``activity_at`` set the session's times;
+    ``also(entry_count)`` makes more database writes in the same transaction
+    (the sync command's record of how far it read the file)."""
+    acting, channel = who(actor, channel)
+    session_id = header.get("id")
+    if not isinstance(session_id, str):
+        raise InvalidEntry("A Pi header needs a string id")
+    parent = header.get("parentSession")
+    cwd = header.get("cwd")
+    extra = {key: value for key, value in header.items() if key not in HEADER_FIELDS_KEPT_ELSEWHERE}
+
+    def audit(session: SessionTreeSession) -> None:
+        record(
+            actor=acting,
+            channel=channel,
+            operation="import_session",
+            session_id=session["session_id"],
+            entry_ids=[e["id"] for e in entries][:50],
+            leaf_after=session["leaf_entry_id"],
+            detail={"provider": provider.kind, "entries": len(entries), "title": title},
+        )
+        set_times(session["session_id"], created_at=created_at, activity_at=activity_at)
+        if also is not None:
+            also(session.get("entry_count", 0))
+
+    return provider.create_session(
+        session_id=session_id,
+        cwd=cwd if isinstance(cwd, str) and cwd else None,
+        title=title,
+        parent_session_id=parent if isinstance(parent, str) and parent else None,
+        entries=entries,
+        header_extra=extra,
+        before_commit=audit,
+    )
+
+
+def register_file(
+    *,
+    session_id: str,
+    path: str | os.PathLike[str],
+    actor: Any,
+    channel: str,
+    title: str | None = None,
+    created_at: datetime | None = None,
+    activity_at: datetime | None = None,
+    also: Callable[[int], None] | None = None,
+    provider: FileSessionTreeProvider | None = None,
+) -> SessionTreeSession:
+    """Register a Pi file where it lies as a ``file`` session, without copying
+    its entries: leaf = its last entry (Pi's rule), counts from the file,
+    cwd and parent from its header. A v1/v2 file is migrated to v3 in place
+    (as Pi does), keeping a ``.pre-v3.bak`` when lines would be dropped."""
+    acting, channel = who(actor, channel)
+    file_provider = provider if provider is not None else get_provider("file")
+    if not isinstance(file_provider, FileSessionTreeProvider):
+        raise InvalidEntry(f"Registering a file needs the file provider, not {file_provider.kind}")
+
+    def audit(session: SessionTreeSession) -> None:
+        record(
+            actor=acting,
+            channel=channel,
+            operation="register_file",
+            session_id=session["session_id"],
+            leaf_after=session["leaf_entry_id"],
+            detail={"path": str(path), "entries": session.get("entry_count"), "title": title},
+        )
+        set_times(session["session_id"], created_at=created_at, activity_at=activity_at)
+        if also is not None:
+            also(session.get("entry_count", 0))
+
+    return file_provider.register_existing_file(session_id, path=path, title=title, before_commit=audit)
+
+
+TREE_FIELDS = ("entry_count", "branch_count", "compaction_count", "root_entry_id", "leaf_entry_id")
+
+
+def refresh_session(
+    *,
+    session_id: str,
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    title: str | None | _Unset = UNSET,
+    activity_at: datetime | None = None,
+    also: Callable[[int], None] | None = None,
+    dry_run: bool = False,
+    operation: str = "refresh_session",
+) -> dict[str, tuple[Any, Any]]:
+    """Recompute the meta row's tree fields (entry, branch and compaction
+    counts, root, leaf) from the stored entries, and set ``title`` and the
+    last activity when given. The leaf stays where it is while it is an
+    entry of the session, else it is the last entry (Pi's rule); for a file
+    that grew behind the row's back it is the file's last entry.
+
+    Returns what changed (field → (before, after)); nothing changed means
+    nothing written and no audit record (``also(entry_count)`` still runs).
+    ``dry_run`` only computes that. ``operation`` names the audit record."""
+    acting, channel = who(actor, channel)
+    provider = provider_for(provider, session_id)
+    row = meta.get_row(session_id, provider=provider.kind)
+    current = _stored_tree(provider, session_id, row)
+    changes = {name: (getattr(row, name), value) for name, value in current.items() if getattr(row, name) != value}
+    if not isinstance(title, _Unset) and title != row.title:
+        changes["title"] = (row.title, title)
+    if not changes:
+        if also is not None and not dry_run:
+            with transaction.atomic():
+                also(current["entry_count"])
+        return {}
+    if dry_run:
+        return changes
+
+    def audit(fields: dict[str, Any]) -> None:
+        record(
+            actor=acting,
+            channel=channel,
+            operation=operation,
+            session_id=session_id,
+            leaf_before=row.leaf_entry_id,
+            leaf_after=fields["leaf_entry_id"],
+            detail={name: {"from": before, "to": after} for name, (before, after) in changes.items()},
+        )
+        if "title" in changes:
+            AgentSession.objects.filter(session_id=session_id).update(title=title)
+        set_times(session_id, activity_at=activity_at)
+        if also is not None:
+            also(fields["entry_count"])
+
+    if isinstance(provider, FileSessionTreeProvider):
+        # The file storage writes the row as the file says on any committed write.
+        def before_commit(writer: SessionWriter) -> None:
+            state = writer.state
+            audit({"leaf_entry_id": writer.leaf_entry_id, "entry_count": state.entry_count})
+
+        provider.transact(session_id, lambda writer: None, before_commit=before_commit)
+    else:
+        with transaction.atomic():
+            locked = meta.get_row(session_id, provider=provider.kind, for_update=True)
+            fields = _stored_tree(provider, session_id, locked)
+            AgentSession.objects.filter(pk=locked.pk).update(**fields)
+            audit(fields)
+    return changes
+
+
+def _stored_tree(provider: SessionTreeProvider, session_id: str, row: AgentSession) -> dict[str, Any]:
+    """The tree fields of a meta row as the stored entries say."""
+    with provider.read(session_id) as view:
+        if isinstance(provider, FileSessionTreeProvider):
+            state = view.state
+            return {
+                "entry_count": state.entry_count,
+                "branch_count": state.branch_count,
+                "compaction_count": state.compaction_count,
+                "root_entry_id": state.root_entry_id,
+                # An in-flight entry lives in the row, not the file: its leaf stays.
+                "leaf_entry_id": row.leaf_entry_id if state.in_flight_entry_id is not None else state.leaf_entry_id,
+            }
+        entries = view.all_entries()
+    stats = tree_stats(entries)
+    ids = {entry["id"] for entry in entries}
+    leaf = row.leaf_entry_id if row.leaf_entry_id in ids else (entries[-1]["id"] if entries else None)
+    return {
+        "entry_count": stats.entry_count,
+        "branch_count": stats.branch_count,
+        "compaction_count": stats.compaction_count,
+        "root_entry_id": stats.root_entry_id,
+        "leaf_entry_id": leaf,
+    }

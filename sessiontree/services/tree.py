@@ -22,6 +22,7 @@ from sessiontree.core import entries as build
 from sessiontree.core.branch_summary import collect_entries_for_branch_summary
 from sessiontree.core.compaction import CompactionSettings, prepare_compaction
 from sessiontree.core.context_builder import UNSET, _Unset
+from sessiontree.core.entries import message_of
 from sessiontree.core.errors import EntryNotFound, InvalidEntry, SessionNotFound
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.providers.base import SessionTreeProvider
@@ -69,7 +70,7 @@ def _text_of(content: Any) -> str:
 
 
 def _is_user_message(entry: Entry) -> bool:
-    return entry.get("type") == "message" and (entry.get("message") or {}).get("role") == "user"
+    return entry.get("type") == "message" and message_of(entry).get("role") == "user"
 
 
 def _check_optional_text(value: Any, what: str) -> None:
@@ -228,6 +229,7 @@ def compact_session(
         first_kept_entry_id=result.first_kept_entry_id,
         tokens_before=result.tokens_before,
         details=result.details,
+        system_message=preparation.system_message,
     )
     compaction = provider.transact(
         session_id,
@@ -279,9 +281,9 @@ def navigate_tree(
     - Any other entry becomes the leaf.
     - ``summarize=True``: the entries being left behind (old leaf up to the
       common ancestor) are summarized into a ``branch_summary`` appended as a
-      child of the new position; it becomes the leaf. Its ``fromId`` is that
-      new position (``"root"`` before the root), as Pi stores it. Nothing is
-      summarized when nothing is left behind.
+      child of the new position; it becomes the leaf. Its ``fromId`` is the
+      leaf being left (Pi since 0.84.3). Nothing is summarized when nothing
+      is left behind.
     - ``label``: a label entry for the summary entry, or for the target when
       there is no summary. Like every entry it is appended at the leaf, so it
       becomes the leaf (no context change: labels are not messages).
@@ -307,7 +309,7 @@ def navigate_tree(
 
     if _is_user_message(target):
         new_leaf_id: str | None = target.get("parentId")
-        editor_text: str | None = _text_of((target.get("message") or {}).get("content"))
+        editor_text: str | None = _text_of(message_of(target).get("content"))
     elif target.get("type") == "custom_message":
         new_leaf_id = target.get("parentId")
         editor_text = _text_of(target.get("content"))
@@ -340,13 +342,12 @@ def navigate_tree(
             writer.switch_leaf(new_leaf_id)
         summary_entry: Entry | None = None
         if branch is not None:
-            # Pi's fromId names the new position; the leaf being abandoned goes
-            # in details, so the summary still says which branch it describes.
             summary_entry = writer.append(
                 build.branch_summary_entry(
                     branch_from_entry_id=new_leaf_id,
                     summary=branch.summary,
-                    details={**branch.details, "abandonedLeafId": old_leaf_id},
+                    details=branch.details,
+                    from_id=old_leaf_id or "root",
                 )
             )
         label_entry: Entry | None = None

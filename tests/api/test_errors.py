@@ -254,7 +254,7 @@ def test_an_unexpected_bug_is_a_json_500_under_api(api, session_id, monkeypatch)
     def bug(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(views, "session_tree", bug)
+    monkeypatch.setattr(views, "nested_tree", bug)
     client = APIClient(raise_request_exception=False)
     client.credentials(**api.client._credentials)
     error_of(client.get(f"/api/sessions/{session_id}/tree/"), 500, "internal_error")

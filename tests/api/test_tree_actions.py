@@ -64,7 +64,7 @@ def test_navigate_to_a_user_message_gives_its_text_back_with_a_summary_and_label
     assert result["editor_text"] == "second question"
     summary, label = result["summary_entry"], result["label_entry"]
     assert summary["type"] == "branch_summary" and summary["parentId"] == e["a1"]
-    assert summary["details"]["abandonedLeafId"] == e["u3"]
+    assert summary["fromId"] == e["u3"]  # the leaf left behind
     assert (label["targetId"], label["label"]) == (summary["id"], "retry-here")
     assert result["leaf_entry_id"] == label["id"]
     assert_audited(sid, "navigate", users.alice)
@@ -229,7 +229,7 @@ def test_snapshot(api, kind, users):
     assert [entry["id"] for entry in snapshot["entries"]] == [e["u1"], e["a1"], e["u2"], e["a2"], e["u3"]]
     assert snapshot["active_path"] == [e["u1"], e["a1"], e["u3"]]
     assert snapshot["children_by_parent_id"][e["a1"]] == [e["u2"], e["u3"]]
-    assert snapshot["children_by_parent_id"]["root"] == [e["u1"]]
+    assert snapshot["root_entry_ids"] == [e["u1"]]
     assert texts(snapshot["runtime_context"]) == ["first question", "first answer", "another way"]
 
 

@@ -83,7 +83,8 @@ def test_branch_summary_compaction_labels_and_reset_leaf(provider):
     assert compaction["tokensBefore"] == 1000
     summary = provider.append_branch_summary("s1", branch_from_entry_id=root["id"], summary="branch summary")
     assert summary["type"] == "branch_summary"
-    assert summary["parentId"] == root["id"] and summary["fromId"] == root["id"]
+    # fromId: the leaf that was left (Pi since 0.84.3), here the compaction
+    assert summary["parentId"] == root["id"] and summary["fromId"] == compaction["id"]
     assert provider.get_session("s1")["leaf_entry_id"] == summary["id"]
     provider.reset_leaf("s1")
     assert provider.get_session("s1")["leaf_entry_id"] is None
@@ -92,18 +93,135 @@ def test_branch_summary_compaction_labels_and_reset_leaf(provider):
     snapshot = provider.get_snapshot("s1")
     assert snapshot["labels_by_entry_id"][root["id"]]["label"] == "入口"
     assert snapshot["active_path"] == [new_root["id"]]
-    assert snapshot["children_by_parent_id"]["root"] == [root["id"], new_root["id"]]
+    assert snapshot["root_entry_ids"] == [root["id"], new_root["id"]]
     # the first root stays the session's root
     assert provider.get_session("s1")["root_entry_id"] == root["id"]
 
 
 def test_branch_summary_from_the_root(provider):
     provider.create_session(session_id="s1")
-    provider.append_message("s1", user("a"))
+    left = provider.append_message("s1", user("a"))
     summary = provider.append_branch_summary("s1", branch_from_entry_id=None, summary="abandoned")
-    assert summary["parentId"] is None and summary["fromId"] == "root"
+    assert summary["parentId"] is None and summary["fromId"] == left["id"]
+    provider.reset_leaf("s1")
+    from_nowhere = provider.append_branch_summary("s1", branch_from_entry_id=None, summary="no leaf")
+    assert from_nowhere["fromId"] == "root"
     context = provider.build_context("s1")
     assert [m["role"] for m in context["messages"]] == ["branchSummary"]
+
+
+# --- Pi 1.x entries: context edits, usage, retain-none and system checkpoints --
+
+
+def test_context_edit_replaces_or_omits_a_message_from_here_on(provider):
+    provider.create_session(session_id="s1")
+    question = provider.append_message("s1", user("secret question"))
+    answer = provider.append_message("s1", assistant("long answer"))
+    note = provider.append_custom_message("s1", "note", "a note")
+    edit = provider.append_context_edit("s1", answer["id"], {"content": "short"})
+    assert edit == {**edit, "type": "context_edit", "targetId": answer["id"], "parentId": note["id"]}
+    # A string for an assistant is stored as one text block, as Pi stores it.
+    assert edit["replacement"] == {"content": [{"type": "text", "text": "short"}]}
+    omit = provider.append_context_edit("s1", question["id"], None)
+    assert omit["replacement"] is None and "replacement" in omit
+    provider.append_context_edit("s1", note["id"], {"content": "edited note"})
+    context = provider.build_context("s1")
+    assert [m["role"] for m in context["messages"]] == ["assistant", "custom"]
+    assert context["messages"][0]["content"] == [{"type": "text", "text": "short"}]
+    assert context["messages"][0]["provider"] == "p"  # only the content changes
+    assert context["messages"][1]["content"] == "edited note"
+    assert context["source_entry_ids"] == [answer["id"], note["id"]]
+    # Stored entries never change; before the edits the context is the original one.
+    assert provider.get_entry("s1", answer["id"]) == answer
+    before = provider.build_context("s1", note["id"])
+    assert [m["content"] for m in before["messages"]][:1] == ["secret question"]
+    assert provider.list_entries("s1")[-3:][0] == edit
+
+
+def test_context_edit_refuses_what_pi_refuses(provider):
+    provider.create_session(session_id="s1")
+    first = provider.append_message("s1", user("a"))
+    provider.append_thinking_level_change("s1", "high")
+    settings = provider.list_entries("s1")[-1]
+    with pytest.raises(InvalidEntry, match="not a message"):
+        provider.append_context_edit("s1", settings["id"], None)
+    provider.switch_leaf("s1", first["id"])
+    side = provider.append_message("s1", user("b"))
+    provider.switch_leaf("s1", settings["id"])
+    with pytest.raises(EntryNotFound, match="not on the active path"):
+        provider.append_context_edit("s1", side["id"], None)
+    with pytest.raises(InvalidEntry, match="replacement"):
+        provider.append_entry("s1", {"type": "context_edit", "targetId": first["id"], "replacement": {"content": 3}})
+    with pytest.raises(InvalidEntry, match="replacement"):
+        provider.append_entry("s1", {"type": "context_edit", "targetId": first["id"]})
+    with pytest.raises(EntryNotFound):
+        provider.append_entry("s1", {"type": "context_edit", "targetId": "missing1", "replacement": None})
+    assert provider.get_session("s1")["leaf_entry_id"] == settings["id"]
+
+
+def test_usage_entries_are_stored_but_never_in_the_context(provider):
+    provider.create_session(session_id="s1")
+    provider.append_message("s1", user("a"))
+    usage = {"input": 0, "output": 0, "cacheRead": 50000, "cacheWrite": 0, "totalTokens": 50000}
+    entry = provider.append_usage("s1", "cache_warm", "anthropic", "claude-x", usage, note="warm")
+    assert {k: entry[k] for k in ("type", "kind", "provider", "model", "usage", "note")} == {
+        "type": "usage",
+        "kind": "cache_warm",
+        "provider": "anthropic",
+        "model": "claude-x",
+        "usage": usage,
+        "note": "warm",
+    }
+    assert provider.list_entries("s1")[-1] == entry
+    context = provider.build_context("s1")
+    assert [m["role"] for m in context["messages"]] == ["user"]
+    assert context["model"] is None  # a usage entry names a model but does not select one
+    with pytest.raises(InvalidEntry, match="usage"):
+        provider.append_entry("s1", {"type": "usage", "kind": "k", "provider": "p", "model": "m", "usage": 5})
+
+
+def test_retain_none_compaction_with_a_system_checkpoint(provider):
+    provider.create_session(session_id="s1")
+    system = {"role": "system", "content": "You are terse.", "sections": {"cwd": "/w"}, "timestamp": 1}
+    provider.append_message("s1", system)
+    provider.append_message("s1", user("old"))
+    compaction = provider.append_compaction(
+        "s1",
+        summary="S",
+        first_kept_entry_id=None,
+        tokens_before=10,
+        usage={"input": 5, "output": 1},
+        system_message={"role": "system", "content": "You are terse.", "sections": {"cwd": "/w"}, "timestamp": 1},
+    )
+    # Stored as Pi stores it: the compaction names itself, the checkpoint carries its time.
+    assert compaction["firstKeptEntryId"] == compaction["id"]
+    assert compaction["usage"] == {"input": 5, "output": 1}
+    assert compaction["systemMessage"]["timestamp"] != 1
+    after = provider.append_message("s1", user("new"))
+    context = provider.build_context("s1")
+    assert [m["role"] for m in context["messages"]] == ["system", "compactionSummary", "user"]
+    assert context["messages"][0]["content"] == "You are terse."
+    assert context["source_entry_ids"] == [compaction["id"], compaction["id"], after["id"]]
+    assert provider.list_entries("s1")[-2] == compaction
+    # A verbatim entry may say null: it keeps nothing either.
+    verbatim = provider.append_entry(
+        "s1", {"type": "compaction", "summary": "T", "firstKeptEntryId": None, "tokensBefore": 1}
+    )
+    assert verbatim["firstKeptEntryId"] == verbatim["id"]
+    assert [m["role"] for m in provider.build_context("s1")["messages"]] == ["compactionSummary"]
+
+
+def test_session_name_is_the_latest_session_info_and_empty_clears_it(provider):
+    from sessiontree.core.entries import resolve_session_name
+
+    provider.create_session(session_id="s1")
+    provider.append_message("s1", user("a"))
+    named = provider.append_session_info("s1", "  Refactor\r\nauth  ")
+    assert named["name"] == "Refactor auth"
+    assert resolve_session_name(provider.list_entries("s1")) == "Refactor auth"
+    cleared = provider.append_session_info("s1", "")
+    assert cleared["name"] == ""
+    assert resolve_session_name(provider.list_entries("s1")) is None
 
 
 def test_typed_appends_have_pi_shapes(provider):
@@ -355,7 +473,8 @@ def test_snapshot(provider):
     assert snapshot["session"]["leaf_entry_id"] == c["id"]
     assert snapshot["entries"] == [a, b, c]
     assert snapshot["active_path"] == [a["id"], c["id"]]
-    assert snapshot["children_by_parent_id"] == {"root": [a["id"]], a["id"]: [b["id"], c["id"]]}
+    assert snapshot["root_entry_ids"] == [a["id"]]
+    assert snapshot["children_by_parent_id"] == {a["id"]: [b["id"], c["id"]]}
     assert snapshot["runtime_context"] == provider.build_context("s1")
 
 
@@ -412,6 +531,8 @@ METHOD_CALLS = {
     "append_custom_message": lambda p, sid, eid: p.append_custom_message(sid, "c", "x"),
     "append_label_change": lambda p, sid, eid: p.append_label_change(sid, eid, "l"),
     "append_session_info": lambda p, sid, eid: p.append_session_info(sid, "n"),
+    "append_context_edit": lambda p, sid, eid: p.append_context_edit(sid, eid, None),
+    "append_usage": lambda p, sid, eid: p.append_usage(sid, "cache_warm", "p", "m", {"input": 1}),
     "begin_in_flight_entry": lambda p, sid, eid: p.begin_in_flight_entry(sid, {"type": "message", "message": user("")}),
     "update_in_flight_entry": lambda p, sid, eid: p.update_in_flight_entry(sid, eid, {}),
     "switch_leaf": lambda p, sid, eid: p.switch_leaf(sid, eid),

@@ -249,7 +249,8 @@ def test_custom_message_becomes_a_custom_role_message():
     assert context["source_entry_ids"] == ["u1", "cm1"]
 
 
-def test_custom_message_without_details_has_details_none():
+def test_custom_message_without_details_has_no_details_key():
+    # Pi builds the message with ``details: undefined``, which JSON leaves out.
     entries = [
         {
             "type": "custom_message",
@@ -261,7 +262,15 @@ def test_custom_message_without_details_has_details_none():
             "display": True,
         }
     ]
-    assert build_session_context(entries)["messages"][0]["details"] is None
+    message = build_session_context(entries)["messages"][0]
+    assert "details" not in message
+    assert message == {
+        "role": "custom",
+        "customType": "note",
+        "content": "hi",
+        "display": True,
+        "timestamp": message["timestamp"],
+    }
 
 
 def test_label_session_info_custom_and_settings_give_no_message():

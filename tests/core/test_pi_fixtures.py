@@ -23,7 +23,7 @@ from sessiontree.core.pi_session_file import (
     serialize_file,
     split_header,
 )
-from tests.pi_fixtures import fixture_path, fixtures_dir
+from tests.pi_fixtures import fixture_path, fixtures_dir, missing
 
 HEX8 = re.compile(r"^[0-9a-f]{8}$")
 
@@ -52,7 +52,9 @@ def before_compaction():
 
 
 def test_fixture_readme_is_present():
-    assert (fixtures_dir() / "README.md").is_file(), f"fixture README missing in {fixtures_dir()}"
+    readme = fixtures_dir() / "README.md"
+    if not readme.is_file():
+        missing("README.md", readme)
 
 
 # --- both files: migration and tree validity -------------------------------

@@ -69,7 +69,15 @@ ENTRIES = [
     message("r2", None, "user", "second root"),
 ]
 
-KEYS = {"session", "entries", "active_path", "children_by_parent_id", "labels_by_entry_id", "runtime_context"}
+KEYS = {
+    "session",
+    "entries",
+    "active_path",
+    "root_entry_ids",
+    "children_by_parent_id",
+    "labels_by_entry_id",
+    "runtime_context",
+}
 
 
 def test_snapshot_keys_and_contents():
@@ -79,8 +87,8 @@ def test_snapshot_keys_and_contents():
     assert snapshot["session"] == session
     assert snapshot["entries"] == ENTRIES
     assert snapshot["active_path"] == ["u1", "t1", "a2", "c1", "u2"]
+    assert snapshot["root_entry_ids"] == ["u1", "r2"]
     assert snapshot["children_by_parent_id"] == {
-        "root": ["u1", "r2"],
         "u1": ["l1", "t1"],
         "l1": ["a1"],
         "t1": ["a2"],
@@ -118,7 +126,7 @@ def test_none_leaf_gives_an_empty_path_and_context():
     }
     # Everything else is still there.
     assert snapshot["entries"] == ENTRIES
-    assert snapshot["children_by_parent_id"]["root"] == ["u1", "r2"]
+    assert snapshot["root_entry_ids"] == ["u1", "r2"]
 
 
 def test_empty_session():
@@ -126,13 +134,14 @@ def test_empty_session():
     assert snapshot["entries"] == []
     assert snapshot["active_path"] == []
     assert snapshot["children_by_parent_id"] == {}
+    assert snapshot["root_entry_ids"] == []
     assert snapshot["labels_by_entry_id"] == {}
 
 
 def test_snapshot_is_json_serializable_with_string_keys():
     snapshot = build_snapshot(session_meta("u2"), ENTRIES)
     decoded = orjson.loads(orjson.dumps(snapshot))
-    assert decoded["children_by_parent_id"]["root"] == ["u1", "r2"]
+    assert decoded["root_entry_ids"] == ["u1", "r2"]
     assert decoded["active_path"] == snapshot["active_path"]
 
 
@@ -153,3 +162,17 @@ def test_a_leaf_missing_from_the_entries_is_an_error():
         build_snapshot(
             session, [{"type": "message", "id": "a", "parentId": None, "timestamp": "", "message": {"role": "user"}}]
         )
+
+
+def test_an_entry_named_root_keeps_its_children_and_the_roots_stay_listed():
+    """The roots used to share the children map under the key "root", which
+    an entry with the id "root" (any string is a valid id) overwrote."""
+    entries = [
+        message("root", None, "user", "a"),
+        message("kid", "root", "assistant", "b"),
+        message("r2", None, "user", "c"),
+    ]
+    snapshot = build_snapshot(session_meta("kid"), entries)
+    assert snapshot["root_entry_ids"] == ["root", "r2"]
+    assert snapshot["children_by_parent_id"] == {"root": ["kid"]}
+    assert snapshot["active_path"] == ["root", "kid"]

@@ -83,7 +83,7 @@ def test_header_version_and_parent_session_are_optional():
     assert CURRENT_SESSION_VERSION == 3
 
 
-def test_entry_types_are_pis_nine():
+def test_entry_types_are_pis_eleven():
     assert {
         "message",
         "thinking_level_change",
@@ -94,12 +94,14 @@ def test_entry_types_are_pis_nine():
         "custom_message",
         "label",
         "session_info",
+        "context_edit",
+        "usage",
     } == ENTRY_TYPES
 
 
 def test_entry_union_has_one_shape_per_entry_type_with_the_base_keys():
     shapes = typing.get_args(SessionTreeEntry)
-    assert len(shapes) == len(ENTRY_TYPES) == 9
+    assert len(shapes) == len(ENTRY_TYPES) == 11
     for shape in shapes:
         assert {"type", "id", "parentId", "timestamp"} <= shape.__required_keys__
 

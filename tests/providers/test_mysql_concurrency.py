@@ -205,9 +205,9 @@ def test_a_real_deadlock_is_retried_and_never_reaches_the_caller(provider, monke
         cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         cursor.execute("SET SESSION innodb_lock_wait_timeout = 30")
         other.autocommit(False)
-        cursor.execute("UPDATE sessiontree_agentsessionentry SET depth = depth + 1 WHERE session_id = %s", [weight_pk])
+        cursor.execute("UPDATE neta_agent_session_entry SET depth = depth + 1 WHERE session_id = %s", [weight_pk])
         cursor.execute(
-            "SELECT id FROM sessiontree_agentsessionentry WHERE session_id = %s AND entry_seq > 1 FOR UPDATE", [dl_pk]
+            "SELECT id FROM neta_agent_session_entry WHERE session_id = %s AND entry_seq > 1 FOR UPDATE", [dl_pk]
         )
         errors: list[BaseException] = []
         writer = threading.Thread(target=lambda: errors.extend(run_threads(1, append)))
@@ -215,14 +215,14 @@ def test_a_real_deadlock_is_retried_and_never_reaches_the_caller(provider, monke
         for _ in range(500):  # until the append waits at its INSERT
             cursor.execute(
                 "SELECT COUNT(*) FROM information_schema.processlist "
-                "WHERE id <> CONNECTION_ID() AND info LIKE 'INSERT INTO `sessiontree_agentsessionentry`%%'"
+                "WHERE id <> CONNECTION_ID() AND info LIKE 'INSERT INTO `neta_agent_session_entry`%%'"
             )
             if cursor.fetchone()[0]:
                 break
             threading.Event().wait(0.01)
         else:
             pytest.fail("the append never reached its INSERT")
-        cursor.execute("SELECT id FROM sessiontree_agentsession WHERE id = %s FOR UPDATE", [dl_pk])
+        cursor.execute("SELECT id FROM neta_agent_session WHERE id = %s FOR UPDATE", [dl_pk])
         other.rollback()
     finally:
         other.close()

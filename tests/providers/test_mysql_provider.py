@@ -69,10 +69,29 @@ def test_known_keys_go_to_typed_columns_and_nothing_to_extra(provider):
     assert (custom_message.content, custom_message.display) == ("shown", False)
     assert (label.target_entry_id, label.label) == (u["id"], "start")
     assert info.name == "Name"
-    assert (summary.from_id, summary.summary, summary.from_hook) == (u["id"], "B", True)
+    # fromId: the leaf that was left, here the session_info entry
+    assert (summary.from_id, summary.summary, summary.from_hook) == (info.entry_id, "B", True)
     for row in rows_of("s1"):
         assert row.extra["fields"] == {}, row.type  # every key has a column
         assert row.status == "completed"
+
+
+def test_pi_1x_entries_round_trip_through_columns_and_extra(provider):
+    provider.create_session(session_id="s1")
+    u = provider.append_message("s1", {"role": "user", "content": None})
+    edit = provider.append_context_edit("s1", u["id"], {"content": [{"type": "text", "text": "é"}]})
+    usage = provider.append_usage("s1", "cache_warm", "anthropic", "m", {"input": 1, "cost": {"total": 0.5}})
+    system = {"role": "system", "content": "", "toolsAdded": [{"name": "read", "parameters": {}}], "timestamp": 3}
+    compaction = provider.append_compaction(
+        "s1", summary="S", first_kept_entry_id=None, tokens_before=2, usage={"input": 9}, system_message=system
+    )
+    rows = {row.entry_id: row for row in rows_of("s1")}
+    assert rows[edit["id"]].target_entry_id == u["id"]
+    assert rows[edit["id"]].extra["fields"] == {"replacement": {"content": [{"type": "text", "text": "é"}]}}
+    assert (rows[usage["id"]].provider, rows[usage["id"]].model_id) == ("anthropic", "m")
+    assert rows[compaction["id"]].first_kept_entry_id == compaction["id"]
+    assert set(rows[compaction["id"]].extra["fields"]) == {"usage", "systemMessage"}
+    assert provider.list_entries("s1") == [u, edit, usage, compaction]
 
 
 def test_unknown_keys_key_order_and_absent_versus_null_survive(provider):

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roleplay import schema
-from roleplay.reducer import make_checkpoint_data, reduce_branch
+from roleplay.reducer import make_checkpoint_data, reduce_branch, reduce_branch_from_ids
 
 CHARACTER = "alice"
 KEYS = ["/a", "/b", "/c"]
@@ -165,3 +165,55 @@ def test_resolved_identity_reduces_the_same_through_checkpoints(data, action_lis
     split = reduce_branch(with_checkpoints(entries, split_points), None)
     assert whole["character_id"] == split["character_id"] == CHARACTER
     assert without(split, "checkpoint_entry_id") == without(whole, "checkpoint_entry_id")
+
+
+def loader_of(path: list[dict[str, Any]]):
+    """A ``load(ids)`` over ``path`` that records every id it was asked for."""
+    by_id = {e["id"]: e for e in path}
+    asked: list[str] = []
+
+    def load(ids):
+        asked.extend(ids)
+        return [by_id[i] for i in ids]
+
+    return load, asked
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    data=st.data(),
+    action_list=st.lists(actions, max_size=30),
+    chunk=st.integers(min_value=1, max_value=8),
+    resolve=st.booleans(),
+)
+def test_reducing_from_ids_loads_part_of_the_path_and_equals_reducing_it_whole(data, action_list, chunk, resolve):
+    entries = [entry_for(action, index) for index, action in enumerate(action_list)]
+    split_points = data.draw(st.lists(st.integers(min_value=0, max_value=len(entries)), max_size=3))
+    path = with_checkpoints(entries, split_points) if split_points else entries
+    character_id = None if resolve else CHARACTER
+
+    load, asked = loader_of(path)
+    lazy, cache = reduce_branch_from_ids([e["id"] for e in path], load, character_id, chunk=chunk)
+    assert lazy == reduce_branch(path, character_id)
+    assert len(asked) == len(set(asked)) == len(cache)  # nothing loaded twice
+    if not resolve and split_points and lazy["checkpoint_entry_id"] is not None:
+        # Backwards in doubling chunks: at most about twice the tail from the checkpoint is read.
+        start = next(i for i, e in enumerate(path) if e["id"] == lazy["checkpoint_entry_id"])
+        assert len(asked) <= 2 * (len(path) - 1 - start) + chunk
+
+
+def test_reducing_from_ids_reads_only_the_head_and_the_tail_of_a_long_path():
+    # identity + 1,000 turns, a checkpoint after turn 900: the head (to the lock) and the tail only.
+    entries = [entry_for(("identity", CHARACTER), 0)]
+    entries += [
+        entry_for(("turn", CHARACTER, [{"op": "add", "path": "/a", "value": i % 5}], [], []), i) for i in range(1, 1001)
+    ]
+    path = with_checkpoints(entries, [901])
+    load, asked = loader_of(path)
+    state, _ = reduce_branch_from_ids([e["id"] for e in path], load, None, chunk=64)
+    assert state == reduce_branch(path, None)
+    assert state["checkpoint_entry_id"] == "cp0000" and state["revision"] == 1000
+    # Head: the identity and the first turn (which locks it), loaded with their chunk of 64.
+    assert "e0000" in asked and "e0001" in asked
+    assert len(asked) <= 64 + 64 + 128  # head chunk, then the tail chunks back to the checkpoint
+    assert "e0500" not in asked

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from io import StringIO
@@ -171,7 +172,6 @@ def test_bad_input_exits_2_and_appends_nothing(story):
         ("state", "correct", "[1, 2]"),
         ("state", "correct", '{"op":"replace","path":"/appearance/hair","value":"long"}'),
         ("turn", "repair", '{"ops": []}'),
-        ("review", "accept", "review-none"),
         ("review", "amend", "review-none", "{bad"),
         ("history", "fork", before[-1]["id"], "--position", "before"),
     ]
@@ -180,6 +180,20 @@ def test_bad_input_exits_2_and_appends_nothing(story):
         assert error.returncode == 2, args
     assert "'reason' is required" in str(rp_error(story.session_id, *cases[2]))
     assert story.entries() == before
+
+
+def test_an_integer_beyond_64_bits_is_refused_not_stored_as_a_float(story):
+    story.haircut_story()
+    before = story.entries()
+    big = 2**64 + 1
+    correction = f'{{"op":"add","path":"/coins","value":{big},"reason":"treasure"}}'
+    error = rp_error(story.session_id, "state", "correct", correction)
+    assert error.returncode == 2 and "64-bit range" in str(error)
+    error = rp_error(story.session_id, "state", "correct", '{"op":"add","path":"/x","value":NaN,"reason":"r"}')
+    assert error.returncode == 2 and "not valid JSON" in str(error)
+    assert story.entries() == before
+    rp(story.session_id, "state", "correct", '{"op":"add","path":"/coins","value":9223372036854775807,"reason":"ok"}')
+    assert rp_json(story.session_id, "inspect", "state")["state"]["coins"] == 9223372036854775807
 
 
 def test_unknown_session_or_entry_exits_3(story):
@@ -299,11 +313,13 @@ def test_json_output_of_history_goto_and_fork_before(story):
 BAD_INPUT = {
     # subcommand: (arguments, expected exit code)
     "inspect state": (("inspect", "state", "--entry", "deadbeef"), 3),
+    "inspect state --provenance": (("inspect", "state", "--provenance", "--entry", "deadbeef"), 3),
+    "state diff": (("state", "diff", "deadbeef", "leaf"), 3),
     "review list": (("review", "list"), 3),  # run on an unknown session
-    "review amend": (("review", "amend", "review-none", "1"), 2),
-    "review accept": (("review", "accept", "review-none"), 2),
-    "review reject": (("review", "reject", "review-none"), 2),
-    "checkpoint": (("checkpoint",), 2),  # run on a session without a character
+    "review amend": (("review", "amend", "review-none", "1"), 3),
+    "review accept": (("review", "accept", "review-none"), 3),
+    "review reject": (("review", "reject", "review-none"), 3),
+    "checkpoint": (("checkpoint",), 4),  # run on a session without a character
     "state correct": (("state", "correct", '{"op":"add","path":"/x","value":1,"reason":"  "}'), 2),
     "turn repair": (("turn", "repair", '{"turnId":"never-incomplete","ops":[]}'), 2),
     "archive": (("archive",), 4),  # run on an already archived character
@@ -352,3 +368,140 @@ def test_compact_appends_the_compaction_and_its_checkpoint(story):
     assert story.leaf == checkpoint["id"]
     with pytest.raises(CommandError):
         rp("no-such-session", "compact")
+
+
+# --- the state panel and the diff, from the command line ---
+
+
+def test_inspect_state_with_provenance_human_and_json(story):
+    ids = story.haircut_story()
+    correction = service.correct_state(
+        story.provider, story.session_id, {"op": "add", "path": "/location", "value": "inn", "reason": "at the inn"}
+    )
+    out, _ = rp(story.session_id, "inspect", "state", "--provenance")
+    lines = out.splitlines()
+    assert lines[0] == f"Character alice, revision 2, state hash {story_hash(story)[:12]}; at the session's leaf."
+    assert lines[1].startswith("appearance: {1 member}") and lines[1].endswith(
+        f"<- turn commit-haircut, entry {ids['cut']}"
+    )
+    assert lines[2] == f'  hair: "{SHORT_HAIR}"'  # covered by /appearance: no marker of its own
+    assert lines[3].startswith('location: "inn"')
+    assert lines[3].endswith(f"<- correction {correction['data']['commitId']}, entry {correction['id']}: at the inn")
+
+    detail = rp_json(story.session_id, "inspect", "state", "--provenance")
+    expected = service.inspect_state_detail(story.provider, story.session_id)
+    assert detail == orjson.loads(orjson.dumps(expected))
+    assert detail["provenance"]["/location"]["kind"] == "correction"
+
+    earlier, _ = rp(story.session_id, "inspect", "state", "--provenance", "--entry", ids["reply"])
+    assert f"at entry {ids['reply']}" in earlier and "revision 0" in earlier
+
+
+def story_hash(story) -> str:
+    return service.inspect_state(story.provider, story.session_id)["state_hash"]
+
+
+def test_state_diff_between_two_branches_human_and_json(story):
+    ids = story.haircut_story()
+    service.history_goto(story.provider, story.session_id, ids["ask_cut"])
+    story.user("Braid it instead?")
+    braid = story.turn([add("/appearance", {"hair": "braided"}), add("/location", "river")], commit_id="commit-braid")
+
+    out, _ = rp(story.session_id, "state", "diff", ids["cut"], "leaf")
+    assert out.splitlines() == [
+        f"State of alice from {ids['cut']} (revision 1) to {braid} (revision 1); common ancestor {ids['reply']}.",
+        f'changed /appearance/hair: "{SHORT_HAIR}" -> "braided"',
+        f"    from: turn commit-haircut, entry {ids['cut']}",
+        f"    to:   turn commit-braid, entry {braid}",
+        'added   /location: "river"',
+        "    from: never set on this side",
+        f"    to:   turn commit-braid, entry {braid}",
+    ]
+    diff = rp_json(story.session_id, "state", "diff", ids["cut"], braid)
+    assert diff == orjson.loads(orjson.dumps(service.diff_states(story.provider, story.session_id, ids["cut"], braid)))
+    assert [c["pointer"] for c in diff["changed"]] == ["/appearance/hair"]
+    assert diff["from"]["entry_id"] == ids["cut"] and diff["to"]["entry_id"] == braid
+
+    same, _ = rp(story.session_id, "state", "diff", "leaf", braid)
+    assert same.splitlines()[-1] == "No differences."
+
+
+def test_not_found_exits_3_for_every_subcommand_on_an_unknown_session(story):
+    story.haircut_story()
+    for args in [
+        ("inspect", "state"),
+        ("inspect", "state", "--provenance"),
+        ("state", "diff", "leaf", "leaf"),
+        ("state", "correct", '{"op":"add","path":"/x","value":1,"reason":"r"}'),
+        ("review", "list"),
+        ("review", "amend", "review-x", "1"),
+        ("review", "accept", "review-x"),
+        ("review", "reject", "review-x"),
+        ("turn", "repair", '{"turnId":"t","ops":[]}'),
+        ("checkpoint",),
+        ("compact",),
+        ("archive",),
+        ("history", "goto", "deadbeef"),
+        ("history", "fork", "deadbeef", "--position", "at"),
+    ]:
+        error = rp_error("no-such-session", *args)
+        assert error.returncode == 3, (args, str(error))
+        assert str(error).startswith("session_not_found: "), args
+
+
+def test_unknown_and_decided_reviews(story):
+    story.haircut_story()
+    story.turn(reviews=[review("review-trust", add("/trust", 0.5))])
+    error = rp_error(story.session_id, "review", "accept", "review-typo")
+    assert error.returncode == 3 and str(error).startswith("review_not_found: ") and "review-typo" in str(error)
+    rp(story.session_id, "review", "reject", "review-trust")
+    before = story.entries()
+    error = rp_error(story.session_id, "review", "accept", "review-trust")
+    assert error.returncode == 4 and str(error).startswith("review_already_decided: ")
+    assert story.entries() == before
+
+
+def test_help_speaks_of_the_product_not_the_seed():
+    from roleplay.management.commands.rp import Command
+
+    parser = Command().create_parser("manage.py", "rp")
+    text = parser.format_help()
+    assert "seed" not in text.lower() and "/rp" not in text
+    assert "exit 2 (bad input), 3 (unknown session, entry or review), 4 (conflict" in " ".join(text.split())
+    for sub in ("inspect", "review", "state", "turn", "checkpoint", "compact", "archive", "history"):
+        assert sub in text
+
+
+# --- the README's examples, on the demo data ---
+
+
+def readme_rp_lines(session_id: str) -> list[list[str]]:
+    """The ``rp`` lines of README.md's Commands section that name ``session_id``."""
+    prefix = f".venv/bin/python manage.py rp {session_id} "
+    readme = (PROJECT_DIR / "README.md").read_text(encoding="utf-8")
+    return [shlex.split(line)[3:] for line in readme.splitlines() if line.startswith(prefix)]
+
+
+@pytest.mark.parametrize("kind", PROVIDER_KINDS)
+def test_the_readme_examples_work_on_the_demo_data(db, kind):
+    call_command("load_demo", "--provider", kind, stdout=StringIO())
+    lines = readme_rp_lines("demo-roleplay-1")
+    assert any(args[1:3] == ["state", "correct"] for args in lines), lines
+    provider = get_provider(kind)
+    before = service.inspect_state(provider, "demo-roleplay-1")
+    for args in lines:
+        rp(*args)  # raises CommandError (non-zero) on failure
+    after = service.inspect_state_detail(provider, "demo-roleplay-1")
+    assert after["revision"] == before["revision"] + sum(args[1:3] == ["state", "correct"] for args in lines)
+    assert after["provenance"]["/location"]["kind"] == "correction"
+
+
+def test_inspect_and_diff_for_a_named_character(story):
+    ids = story.haircut_story()
+    assert rp_json(story.session_id, "inspect", "state", "--character", "alice")["revision"] == 1
+    other, _ = rp(story.session_id, "inspect", "state", "--character", "bob")
+    assert other.startswith("Character bob, revision 0,")
+    detail = rp_json(story.session_id, "inspect", "state", "--provenance", "--character", "bob")
+    assert detail["character_id"] == "bob" and detail["rows"] == []
+    diff = rp_json(story.session_id, "state", "diff", ids["reply"], "leaf", "--character", "bob")
+    assert diff["character_id"] == "bob" and diff["changed"] == diff["added"] == diff["removed"] == []

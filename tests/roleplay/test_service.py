@@ -161,7 +161,7 @@ def test_writes_need_a_character_on_the_branch(story):
     before = story.entries()
     with pytest.raises(service.NoRoleplayCharacter):
         service.correct_state(story.provider, story.session_id, {"op": "add", "path": "/x", "value": 1, "reason": "r"})
-    with pytest.raises(RoleplayValidationError):
+    with pytest.raises(service.NoRoleplayCharacter):
         service.create_checkpoint(story.provider, story.session_id)
     with pytest.raises(service.NoRoleplayCharacter):
         service.archive(story.provider, story.session_id)
@@ -252,7 +252,6 @@ def test_bad_review_decisions_are_refused_and_nothing_is_appended(story):
     before = story.entries()
     cases = [
         ("review-trust", "maybe", {}),
-        ("review-unknown", "accept", {}),
         ("review-trust", "reject", {"value": 1}),
         # Accepting would fail: /secret does not exist.
         ("review-forget", "accept", {}),
@@ -266,6 +265,11 @@ def test_bad_review_decisions_are_refused_and_nothing_is_appended(story):
         service.amend_review(story.provider, story.session_id, "review-forget", 1)
     with pytest.raises(RoleplayValidationError, match="not plain JSON"):
         service.amend_review(story.provider, story.session_id, "review-trust", {1, 2})
+    for decision in ("accept", "reject"):
+        with pytest.raises(service.ReviewNotFound, match="review-unknown"):
+            service.decide_review(story.provider, story.session_id, "review-unknown", decision)
+    with pytest.raises(service.ReviewNotFound, match="review-unknown"):
+        service.amend_review(story.provider, story.session_id, "review-unknown", 1)
     assert appended_nothing(story, before)
 
 
@@ -286,9 +290,15 @@ def test_values_the_storage_codec_refuses_are_typed_errors_not_crashes(story, va
 
 def test_a_decided_review_cannot_be_decided_again(story):
     rescue_with_review(story)
-    service.decide_review(story.provider, story.session_id, "review-trust", "accept")
-    with pytest.raises(RoleplayValidationError, match="already decided"):
+    decision = service.decide_review(story.provider, story.session_id, "review-trust", "accept")
+    before = story.entries()
+    with pytest.raises(
+        service.ReviewAlreadyDecided, match=f"already accepted on this branch \\(entry {decision['id']}"
+    ):
         service.decide_review(story.provider, story.session_id, "review-trust", "reject")
+    with pytest.raises(service.ReviewAlreadyDecided):
+        service.amend_review(story.provider, story.session_id, "review-trust", 0.9)
+    assert appended_nothing(story, before)
 
 
 # --- checkpoints ---

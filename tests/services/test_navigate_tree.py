@@ -142,11 +142,10 @@ def test_branch_summary_between_branches(tree):
     summary = result["summary_entry"]
     assert summary["type"] == "branch_summary"
     assert summary["summary"] == BRANCH_SUMMARY_PREAMBLE + "BRANCH 1"
-    # Attached at the new position; Pi stores that position as fromId too.
+    # Attached at the new position; fromId names the leaf that was left (Pi 0.84.3).
     assert summary["parentId"] == tree.a3["id"]
-    assert summary["fromId"] == tree.a3["id"]
-    # ...and the abandoned leaf is recorded in details
-    assert summary["details"]["abandonedLeafId"] == tree.a4["id"]
+    assert summary["fromId"] == tree.a4["id"]
+    assert "abandonedLeafId" not in summary["details"]
     assert result["leaf_entry_id"] == summary["id"] == leaf(p)
     assert p.list_entries("s1")[-1] == summary
 
@@ -160,7 +159,7 @@ def test_branch_summary_between_branches(tree):
         "assistant",
         "branchSummary",
     ]
-    assert messages[-1]["summary"] == summary["summary"] and messages[-1]["fromId"] == tree.a3["id"]
+    assert messages[-1]["summary"] == summary["summary"] and messages[-1]["fromId"] == tree.a4["id"]
 
 
 def test_branch_summary_leaves_out_tool_results_and_lists_files(tree):
@@ -170,11 +169,8 @@ def test_branch_summary_leaves_out_tool_results_and_lists_files(tree):
     result = navigate_tree(p, "s1", tree.a4["id"], summarize=True, summarizer=summarizer)
     (request,) = summarizer.requests
     assert list(request.messages) == [tree.u2["message"], tree.a2["message"], tree.a3["message"]]
-    assert result["summary_entry"]["details"] == {
-        "readFiles": ["a.py"],
-        "modifiedFiles": [],
-        "abandonedLeafId": tree.a3["id"],
-    }
+    assert result["summary_entry"]["details"] == {"readFiles": ["a.py"], "modifiedFiles": []}
+    assert result["summary_entry"]["fromId"] == tree.a3["id"]
     assert result["summary_entry"]["summary"].endswith("<read-files>\na.py\n</read-files>")
 
 
@@ -185,7 +181,7 @@ def test_summary_when_the_target_is_a_user_message(tree):
     assert result["editor_text"] == "try A"
     assert list(summarizer.requests[0].messages) == [tree.u3["message"], tree.a4["message"]]
     summary = result["summary_entry"]
-    assert summary["parentId"] == tree.a1["id"] and summary["fromId"] == tree.a1["id"]
+    assert summary["parentId"] == tree.a1["id"] and summary["fromId"] == tree.a4["id"]
     assert leaf(p) == summary["id"]
 
 
@@ -196,7 +192,7 @@ def test_branch_summary_from_the_root(tree):
     assert list(summarizer.requests[0].messages) == [tree.a1["message"], tree.u3["message"], tree.a4["message"]]
     summary = result["summary_entry"]
     assert summary["parentId"] is None
-    assert summary["fromId"] == "root"
+    assert summary["fromId"] == tree.a4["id"]
     assert result["editor_text"] == "hello"
     assert leaf(p) == summary["id"]
     assert [m["role"] for m in p.build_context("s1")["messages"]] == ["branchSummary"]

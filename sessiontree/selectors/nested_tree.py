@@ -1,4 +1,5 @@
-"""A session's entry tree as nested nodes, one window at a time.
+"""A session's entry tree as nested nodes, one window at a time (the REST
+API's ``tree``; the admin lays the tree out in lines instead: ``tree_window``).
 
 Each node is ``{"id", "type", "role"?, "label"?, "child_count", "children"}``
 with children in append order; ``role`` is a message's role, ``label`` the
@@ -30,7 +31,7 @@ class SessionTreeWindow(TypedDict):
     roots: list[dict[str, Any]]
 
 
-def session_tree(
+def nested_tree(
     provider: SessionTreeProvider, session_id: str, *, root: str | None = None, depth: int = DEFAULT_TREE_DEPTH
 ) -> SessionTreeWindow:
     """The tree window below ``root`` (``None``: every root), ``depth`` levels

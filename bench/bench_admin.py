@@ -1,0 +1,250 @@
+"""The admin's entry-tree page at scale, on both providers.
+
+For a 10,000-entry session with 50 branches and a 100,000-entry session (50
+branches too; half the entries on the active path, labels, compactions), on
+the ``file`` and the ``mysql`` provider, prints the server time of:
+
+- the tree page (median of ``--repeat`` warm requests, and the first, cold,
+  request: for the file provider that one parses the file, which a running
+  server then keeps indexed), with the number of database queries;
+- opening a folded branch and expanding a collapsed run (the on-demand fragments);
+- the entry panel of the leaf (the whole path's context).
+
+Then the ratios that matter: page time / target (targets: 0.5 s at 10,000
+entries, 1 s at 100,000) and 100,000 / 10,000 (1.0 = the page costs the same
+whatever the size). Requests go through Django's test client (middleware,
+auth, templates), as a server would run them, without the network.
+
+Runs on SQLite in a temporary file unless ``DATABASE_URL`` is a mysql:// URL:
+then in its own database ``sessiontree_bench_admin`` on that server, dropped
+at the end. Run from the repository root:
+
+    DJANGO_DEBUG=1 .venv/bin/python bench/bench_admin.py [--repeat 5] [--sizes 10000,100000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TARGETS = {10_000: 0.5, 100_000: 1.0}
+BENCH_DB = "sessiontree_bench_admin"
+
+
+def setup(tmp: str) -> str | None:
+    """Configure Django on a scratch database; returns the MySQL database to drop, if any."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_DEBUG", "1")
+    os.environ["SESSIONTREE_FILE_ROOT"] = str(Path(tmp) / "sessions")
+    url = os.environ.get("DATABASE_URL", "")
+    drop = None
+    if url.startswith("mysql"):
+        import MySQLdb
+
+        parts = urlsplit(url)
+        connection = MySQLdb.connect(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 3306,
+            user=parts.username or "root",
+            password=parts.password or "",
+        )
+        connection.cursor().execute(f"CREATE DATABASE IF NOT EXISTS {BENCH_DB} CHARACTER SET utf8mb4")
+        connection.close()
+        os.environ["DATABASE_URL"] = urlunsplit((parts.scheme, parts.netloc, f"/{BENCH_DB}", parts.query, ""))
+        drop = BENCH_DB
+    else:
+        os.environ.pop("DATABASE_URL", None)
+        os.environ["SQLITE_PATH"] = str(Path(tmp) / "bench.sqlite3")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    Path(settings.SESSIONTREE_FILE_ROOT).mkdir(parents=True, exist_ok=True)
+    settings.SESSIONTREE_FILE_ROOT = os.environ["SESSIONTREE_FILE_ROOT"]
+    call_command("migrate", verbosity=0)
+    # Measure as production runs: no debug templates, no query log.
+    settings.DEBUG = False
+    settings.TEMPLATES[0].setdefault("OPTIONS", {})["debug"] = False
+    settings.ALLOWED_HOSTS = ["testserver"]
+    return drop
+
+
+def message(i: int, parent: str | None) -> dict[str, Any]:
+    role = ("user", "assistant", "toolResult")[i % 3]
+    if role == "user":
+        body: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": f"step {i}: look at this " * 6}]}
+    elif role == "assistant":
+        body = {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Reading the file. " * 5},
+                {"type": "toolCall", "id": f"call_{i}", "name": "read", "arguments": {"path": f"src/m{i}.py"}},
+            ],
+            "provider": "anthropic",
+            "model": "claude-sonnet-4-5",
+            "usage": {"input": 1200, "output": 80, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 1280},
+            "stopReason": "toolUse",
+        }
+    else:
+        body = {
+            "role": "toolResult",
+            "toolCallId": f"call_{i - 1}",
+            "toolName": "read",
+            "content": [{"type": "text", "text": "def f():\n    return 1\n" * 4}],
+            "isError": False,
+        }
+    return {"type": "message", "id": f"{i:08x}", "parentId": parent, "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": body}  # fmt: skip
+
+
+def session_entries(size: int, branches: int) -> tuple[list[dict[str, Any]], str]:
+    """``size`` entries: a main line of half of them (the active path), ``branches``
+    side branches sharing the other half, a label every 500 and a compaction
+    every 4,000 entries of the main line."""
+    entries: list[dict[str, Any]] = []
+    main = size // 2
+    side = (size - main) // branches
+    every = max(1, main // (branches + 1))
+    counter = 0
+    tip: str | None = None
+    main_ids: list[str] = []
+    while counter < size and len(main_ids) < main:
+        entry = message(counter, tip)
+        counter += 1
+        entries.append(entry)
+        tip = entry["id"]
+        main_ids.append(tip)
+        if len(main_ids) % every == 0 and (len(main_ids) // every) <= branches:
+            branch_tip = tip
+            for _ in range(side):
+                branch = message(counter, branch_tip)
+                counter += 1
+                entries.append(branch)
+                branch_tip = branch["id"]
+        if len(main_ids) % 500 == 0:
+            label = {"type": "label", "id": f"{counter:08x}", "parentId": tip, "timestamp": "2026-01-01T00:00:00.000Z",
+                     "targetId": main_ids[-250], "label": f"mark {len(main_ids)}"}  # fmt: skip
+            counter += 1
+            entries.append(label)
+            tip = label["id"]
+        if len(main_ids) % 4000 == 0:
+            compaction = {"type": "compaction", "id": f"{counter:08x}", "parentId": tip,
+                          "timestamp": "2026-01-01T00:00:00.000Z", "summary": "## Goal\nKeep going.",
+                          "firstKeptEntryId": main_ids[-30], "tokensBefore": 100_000}  # fmt: skip
+            counter += 1
+            entries.append(compaction)
+            tip = compaction["id"]
+    assert tip is not None
+    return entries, tip
+
+
+def timed(client: Any, url: str) -> tuple[float, int, str]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        started = time.perf_counter()
+        response = client.get(url)
+        body = response.content.decode()
+        elapsed = time.perf_counter() - started
+    if response.status_code != 200:
+        raise SystemExit(f"{url} answered {response.status_code}")
+    return elapsed, len(queries.captured_queries), body
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--branches", type=int, default=50)
+    parser.add_argument("--providers", default="file,mysql")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+
+    with tempfile.TemporaryDirectory(prefix="bench-admin-") as tmp:
+        drop = setup(tmp)
+        try:
+            run(args, sizes)
+        finally:
+            if drop:
+                from django.db import connection
+
+                with connection.cursor() as cursor:
+                    cursor.execute(f"DROP DATABASE {drop}")
+
+
+def run(args: argparse.Namespace, sizes: list[int]) -> None:
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.test import Client
+    from django.urls import reverse
+
+    from sessiontree import services
+    from sessiontree.models import AgentSession
+    from sessiontree.providers.file_provider import clear_index_cache
+
+    user = User.objects.create_superuser("bench", "bench@example.com", "bench")
+    client = Client()
+    client.force_login(user)
+    print(f"database: {connection.vendor}; {args.repeat} warm requests per figure (median); times in ms")
+    results: dict[tuple[str, int], float] = {}
+    for kind in args.providers.split(","):
+        for size in sizes:
+            entries, leaf = session_entries(size, args.branches)
+            session_id = f"bench-{kind}-{size}"
+            started = time.perf_counter()
+            services.sessions.create_session(
+                actor="bench", channel="internal", kind=kind, session_id=session_id, entries=entries
+            )
+            services.tree.switch_leaf(session_id=session_id, entry_id=leaf, actor="bench", channel="internal")
+            build_s = time.perf_counter() - started
+            row = AgentSession.objects.get(session_id=session_id)
+            url = reverse("admin:sessiontree_agentsession_tree", args=[row.pk])
+
+            clear_index_cache()
+            cold, _q, _body = timed(client, url)
+            warm = []
+            for _ in range(args.repeat):
+                elapsed, queries, body = timed(client, url)
+                warm.append(elapsed)
+            page = statistics.median(warm)
+            results[(kind, size)] = page
+            rows = len(re.findall(r'<div class="entry', body))
+            branch_url = re.search(r'data-url="([^"]+/tree/branch/[^"]+)"', body)
+            run_url = re.search(r'data-url="([^"]+/tree/run/[^"]+)"', body)
+            fragments = []
+            for name, found in (("branch", branch_url), ("run", run_url)):
+                if found:
+                    fragment_url = found.group(1).replace("&amp;", "&")
+                    fragments.append(
+                        f"{name} {statistics.median(timed(client, fragment_url)[0] for _ in range(args.repeat)) * 1000:.0f}"
+                    )
+            entry_url = reverse("admin:sessiontree_agentsession_tree_entry", args=[row.pk, leaf])
+            panel = statistics.median(timed(client, entry_url)[0] for _ in range(max(1, args.repeat // 2)))
+            target = TARGETS.get(size)
+            verdict = f"{page / target:.2f} of the {target:g} s target" if target else "no target"
+            print(
+                f"{kind:5} {size:>7,} entries: page {page * 1000:6.0f} (cold {cold * 1000:.0f}), "
+                f"{queries} queries, {rows} rows shown; fragments: {', '.join(fragments) or 'none'}; "
+                f"leaf's entry panel {panel * 1000:.0f}; {verdict}   [built in {build_s:.1f} s]"
+            )
+    for kind in args.providers.split(","):
+        small, large = results.get((kind, sizes[0])), results.get((kind, sizes[-1]))
+        if small and large and len(sizes) > 1:
+            print(f"summary {kind}: page time {sizes[-1]:,} / {sizes[0]:,} entries = {large / small:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,689 @@
+"""The session list and a session's pages: the entry tree, entry detail with
+the model's context, leaves compared, export, moderation.
+
+Tree semantics come from the providers (through ``sessiontree.selectors``),
+never from the ORM, so a ``file`` and a ``mysql`` session look and act the
+same. Every change goes through ``sessiontree.services`` as the signed-in
+user on the ``admin`` channel (audit record), and leaves a ``LogEntry``.
+
+Permissions: ``view_agentsession`` (or change) inspects; ``moderate_session``
+acts (tree moves, labels, forks, compaction, archive/restore/soft delete);
+``hard_delete_session`` deletes for good. View-only staff see no action and
+get 403 on a forged POST.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import itertools
+from collections.abc import Iterator
+from typing import Any, cast
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.utils import model_ngettext
+from django.contrib.admin.views.main import ChangeList
+from django.core.exceptions import PermissionDenied
+from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
+from django.db.models.functions import Coalesce
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBase,
+    HttpResponseNotAllowed,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import urlencode
+
+from roleplay.schema import roleplay_entry_kind
+from sessiontree import services
+from sessiontree.core.entries import message_of
+from sessiontree.core.errors import SessionTreeError
+from sessiontree.models import AgentSession, AgentSessionEntry, AuditRecord
+from sessiontree.providers.factory import get_provider_for_session
+from sessiontree.selectors.entry_context import (
+    ENTRY_FILTERS,
+    MAX_STEPS,
+    compare_leaves,
+    entry_context,
+    find_entries,
+)
+from sessiontree.selectors.export import EXPORT_SCOPES, export_jsonl
+from sessiontree.selectors.tree_window import TreeWindow, branch_window, read_skeleton, run_window, tree_window
+
+from .entry_display import content_text, custom_fields, describe_entry, message_text, shorten, to_json
+from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter
+from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm
+from .roleplay import RoleplayPages, holds_roleplay
+
+CLOSED = (AgentSession.Status.ARCHIVED, AgentSession.Status.DELETED)
+AUDIT_ROWS = 50
+# A path longer than PATH_SHOWN shows its first PATH_HEAD and last PATH_TAIL ids.
+PATH_SHOWN, PATH_HEAD, PATH_TAIL = 120, 20, 80
+
+
+class AgentSessionForm(forms.ModelForm):
+    class Meta:
+        model = AgentSession
+        fields = ("title", "agent", "user_id", "metadata")
+
+    def clean_metadata(self) -> Any:
+        # The provider refuses anything but an object; say so on the form
+        # instead of failing the save.
+        metadata = self.cleaned_data.get("metadata")
+        if not isinstance(metadata, dict):
+            raise forms.ValidationError('Metadata must be a JSON object, e.g. {} or {"team": "billing"}.')
+        return metadata
+
+
+class SessionChangeList(ChangeList):
+    """The list's rows, with the first user message of untitled sessions whose
+    entries are in the database (one subquery; session files are never opened)."""
+
+    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
+        queryset = super().get_queryset(request, exclude_parameters)
+        first_user_message = (
+            AgentSessionEntry.objects.filter(session=OuterRef("pk"), type="message", message__role="user")
+            .order_by("entry_seq")
+            .values("message")[:1]
+        )
+        return queryset.annotate(
+            first_user_message=Case(
+                When(title__isnull=True, provider="mysql", then=Subquery(first_user_message)),
+                When(title="", provider="mysql", then=Subquery(first_user_message)),
+                default=Value(None),
+            )
+        )
+
+
+def header_time(row: AgentSession) -> dt.datetime | None:
+    """When the session began, as its Pi header says (not when it was imported)."""
+    stamp = (row.header or {}).get("timestamp") if isinstance(row.header, dict) else None
+    if isinstance(stamp, str):
+        try:
+            parsed = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+        except ValueError:
+            parsed = None
+        if parsed is not None:
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    return None
+
+
+class AgentSessionAdmin(admin.ModelAdmin):
+    form = AgentSessionForm
+    list_display = (
+        "title_or_first_message",
+        "tree_link",
+        "agent",
+        "user_id",
+        "provider",
+        "status",
+        "entries",
+        "branches",
+        "leaf",
+        "started",
+        "last_activity",
+        "parent_link",
+    )
+    list_display_links = ("title_or_first_message",)
+    list_filter = ("provider", "status", "agent", HasCompactionFilter, HasBranchesFilter, IsForkFilter)
+    search_fields = ("session_id", "title", "user_id", "agent__name")
+    list_select_related = ("agent", "parent")
+    list_per_page = 50
+    actions = ("archive_selected", "restore_selected", "soft_delete_selected", "delete_selected")
+
+    class Media:
+        css = {"all": ("sessiontree/tree.css",)}
+
+    # The tree and its storage are the provider's: never edited from a form.
+    # Status changes (archive, delete) are moderation actions of their own.
+    readonly_fields = (
+        "session_id",
+        "provider",
+        "status",
+        "root_entry_id",
+        "leaf_entry_id",
+        "entry_count",
+        "branch_count",
+        "compaction_count",
+        "parent",
+        "parent_session_id",
+        "cwd",
+        "session_file",
+        "header",
+        "in_flight_entry",
+        "created_at",
+        "updated_at",
+    )
+    fieldsets = (
+        (None, {"fields": ("session_id", "title", "provider", "status", "agent", "user_id")}),
+        (
+            "Tree",
+            {"fields": ("root_entry_id", "leaf_entry_id", "entry_count", "branch_count", "compaction_count")},
+        ),
+        ("Lineage", {"fields": ("parent", "parent_session_id")}),
+        (
+            "Storage",
+            {"fields": ("cwd", "session_file", "header", "metadata", "in_flight_entry"), "classes": ("collapse",)},
+        ),
+        ("Times", {"fields": ("created_at", "updated_at")}),
+    )
+
+    # --- permissions ------------------------------------------------------------------------
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # sessions are created by agents, the API or the sync command
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Deleting a bare row would orphan its file: deletion is the
+        # hard-delete action, through the operations layer.
+        return False
+
+    def has_moderate_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("sessiontree.moderate_session")
+
+    def has_hard_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("sessiontree.hard_delete_session")
+
+    # --- the list -------------------------------------------------------------------------------
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
+        return SessionChangeList
+
+    @admin.display(description="title", ordering=Coalesce("title", "session_id"))
+    def title_or_first_message(self, row: AgentSession) -> str:
+        if row.title:
+            return row.title
+        message = getattr(row, "first_user_message", None)
+        if isinstance(message, dict):
+            text = shorten(content_text(message.get("content")), 80)
+            if text:
+                return format_html("<em>“{}”</em>", text)
+        return format_html("<em>untitled</em> <code>{}</code>", row.session_id)
+
+    @admin.display(description="entries", ordering="entry_count")
+    def entries(self, row: AgentSession) -> int:
+        return row.entry_count
+
+    @admin.display(description="branches", ordering="branch_count")
+    def branches(self, row: AgentSession) -> int:
+        return row.branch_count
+
+    @admin.display(description="last activity", ordering="updated_at")
+    def last_activity(self, row: AgentSession) -> str:
+        return _short_time(row.updated_at)
+
+    @admin.display(description="leaf", ordering="leaf_entry_id")
+    def leaf(self, row: AgentSession) -> str:
+        return format_html("<code>{}</code>", row.leaf_entry_id or "—")
+
+    @admin.display(description="created", ordering="created_at")
+    def started(self, row: AgentSession) -> str:
+        return _short_time(header_time(row) or row.created_at)
+
+    @admin.display(description="parent", ordering="parent__session_id")
+    def parent_link(self, row: AgentSession) -> str:
+        if row.parent is not None:
+            return format_html('<a href="{}">{}</a>', self._tree_url(row.parent.pk), row.parent.session_id)
+        if row.parent_session_id:
+            return format_html('<span title="{}">{}</span>', row.parent_session_id, shorten(row.parent_session_id, 30))
+        return "—"
+
+    @admin.display(description="tree")
+    def tree_link(self, row: AgentSession) -> str:
+        return format_html('<a href="{}">tree</a>', self._tree_url(row.pk))
+
+    def _tree_url(self, pk: Any, **query: Any) -> str:
+        url = reverse("admin:sessiontree_agentsession_tree", args=[pk], current_app=self.admin_site.name)
+        return f"{url}?{urlencode(query)}" if query else url
+
+    # --- bulk actions ------------------------------------------------------------------------------
+
+    def _bulk(self, request: HttpRequest, queryset: QuerySet[AgentSession], verb: str, operation: Any) -> None:
+        done: list[str] = []
+        refused: list[str] = []
+        for row in queryset:
+            before = row.status
+            try:
+                after = operation(session_id=row.session_id, actor=request.user, channel=CHANNEL)
+            except SessionTreeError as exc:
+                refused.append(f"{row.session_id} ({exc.code}: {exc})")
+                continue
+            if after["status"] == before:
+                refused.append(f"{row.session_id} (already {before})")
+                continue
+            done.append(row.session_id)
+            self.log_change(request, row, f"{verb.capitalize()} (was {before}).")
+        if done:
+            self.message_user(request, f"{verb.capitalize()} {len(done)}: {', '.join(done)}.", messages.SUCCESS)
+        if refused:
+            self.message_user(request, f"Not {verb}: {'; '.join(refused)}.", messages.WARNING)
+
+    @admin.action(permissions=["moderate"], description="Archive selected sessions (read-only until restored)")
+    def archive_selected(self, request: HttpRequest, queryset: QuerySet[AgentSession]) -> None:
+        self._bulk(request, queryset, "archived", services.sessions.archive_session)
+
+    @admin.action(permissions=["moderate"], description="Restore selected sessions (active again)")
+    def restore_selected(self, request: HttpRequest, queryset: QuerySet[AgentSession]) -> None:
+        self._bulk(request, queryset, "restored", services.sessions.restore_session)
+
+    @admin.action(permissions=["moderate"], description="Delete selected sessions (soft: restorable)")
+    def soft_delete_selected(self, request: HttpRequest, queryset: QuerySet[AgentSession]) -> None:
+        self._bulk(request, queryset, "deleted", services.sessions.delete_session)
+
+    @admin.action(permissions=["hard_delete"], description="Delete selected sessions for good (entries too)")
+    def delete_selected(self, request: HttpRequest, queryset: QuerySet[AgentSession]) -> TemplateResponse | None:
+        """Hard delete, after Django's confirmation page (named as Django's own
+        action, whose confirmation form posts back to ``delete_selected``)."""
+        rows = list(queryset.select_related("agent"))
+        if request.POST.get("post"):
+            deleted: list[str] = []
+            failed: list[str] = []
+            for row in rows:
+                try:
+                    services.sessions.delete_session(
+                        session_id=row.session_id, actor=request.user, channel=CHANNEL, hard=True
+                    )
+                except SessionTreeError as exc:
+                    failed.append(f"{row.session_id} ({exc.code}: {exc})")
+                    continue
+                # Logged once it is gone (from the row still in memory): a refused
+                # deletion leaves no "deleted" entry in the history.
+                self.log_deletions(request, cast(Any, [row]))
+                deleted.append(row.session_id)
+            if deleted:
+                self.message_user(request, f"Deleted for good {len(deleted)}: {', '.join(deleted)}.", messages.SUCCESS)
+            if failed:
+                self.message_user(request, f"Not deleted: {'; '.join(failed)}.", messages.ERROR)
+            return None
+        forks = AgentSession.objects.filter(parent__in=rows).exclude(pk__in=[row.pk for row in rows]).count()
+        entries = sum(row.entry_count for row in rows)
+        deletable = [
+            f"{row.session_id}: {row.title or 'untitled'} ({row.provider}, {row.entry_count} entries"
+            + (f", file {row.session_file}" if row.session_file else "")
+            + ")"
+            for row in rows
+        ]
+        if forks:
+            deletable.append(f"{forks} fork(s) of these sessions stay, detached from the lineage")
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Delete sessions for good",
+            "subtitle": None,
+            "objects_name": str(model_ngettext(queryset)),
+            "deletable_objects": [deletable],
+            "model_count": {"sessions": len(rows), "entries": entries}.items(),
+            "queryset": rows,
+            "perms_lacking": False,
+            "protected": False,
+            "opts": self.opts,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "media": self.media,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/delete_selected_confirmation.html", context)
+
+    # --- editing the meta goes through the operations layer ---------------------------------------
+
+    def save_model(self, request: HttpRequest, obj: AgentSession, form: Any, change: bool) -> None:
+        # The form edits the in-memory row; the operations layer writes it
+        # (and may refuse), with the audit record.
+        names = ["agent_id" if name == "agent" else name for name in form.changed_data]
+        fields = {name: getattr(obj, name) for name in names}
+        if fields:
+            services.sessions.update_session(session_id=obj.session_id, actor=request.user, channel=CHANNEL, **fields)
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        row = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if row is not None:
+            extra.update(self._session_panels(row))
+            extra["tree_url"] = self._tree_url(row.pk)
+        return super().change_view(request, object_id, form_url, extra)
+
+    # --- pages of one session ------------------------------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        info = self.opts.app_label, self.opts.model_name
+
+        def route(pattern: str, view: Any, name: str) -> URLPattern:
+            return path(pattern, self.admin_site.admin_view(view), name="{}_{}_{}".format(*info, name))
+
+        roleplay = RoleplayPages(self)
+        return [
+            route("<path:object_id>/roleplay/diff/", roleplay.diff_view, "roleplay_diff"),
+            route("<path:object_id>/roleplay/action/<str:action>/", roleplay.action_view, "roleplay_action"),
+            route("<path:object_id>/roleplay/", roleplay.state_view, "roleplay"),
+            route("<path:object_id>/tree/", self.tree_view, "tree"),
+            route("<path:object_id>/tree/branch/<str:entry_id>/", self.branch_view, "tree_branch"),
+            route("<path:object_id>/tree/run/<str:entry_id>/", self.run_view, "tree_run"),
+            route("<path:object_id>/tree/entry/<str:entry_id>/", self.entry_view, "tree_entry"),
+            route("<path:object_id>/tree/compare/", self.compare_view, "tree_compare"),
+            route("<path:object_id>/tree/export/", self.export_view, "tree_export"),
+            route("<path:object_id>/tree/action/<str:action>/", self.action_view, "tree_action"),
+            *super().get_urls(),
+        ]
+
+    def _session(self, request: HttpRequest, object_id: str) -> AgentSession:
+        row = self.get_object(request, object_id)
+        if row is None:
+            raise Http404(f"No session with primary key {object_id!r}")
+        if not self.has_view_or_change_permission(request, row):
+            raise PermissionDenied
+        return row
+
+    def _urls(self, row: AgentSession) -> dict[str, str]:
+        """URL prefixes the templates append an entry id to (reversing per row is slow at scale)."""
+        marker = "ENTRY"
+        names = {"branch": "tree_branch", "run": "tree_run", "entry": "tree_entry"}
+        urls = {
+            key: reverse(f"admin:sessiontree_agentsession_{name}", args=[row.pk, marker]).replace(f"{marker}/", "")
+            for key, name in names.items()
+        }
+        urls["tree"] = self._tree_url(row.pk)
+        urls["compare"] = reverse("admin:sessiontree_agentsession_tree_compare", args=[row.pk])
+        urls["export"] = reverse("admin:sessiontree_agentsession_tree_export", args=[row.pk])
+        urls["action"] = reverse("admin:sessiontree_agentsession_tree_action", args=[row.pk, "ACTION"]).replace(
+            "ACTION/", ""
+        )
+        urls["change"] = reverse("admin:sessiontree_agentsession_change", args=[row.pk])
+        urls["history"] = reverse("admin:sessiontree_agentsession_history", args=[row.pk])
+        urls["roleplay"] = reverse("admin:sessiontree_agentsession_roleplay", args=[row.pk])
+        urls["roleplay_diff"] = reverse("admin:sessiontree_agentsession_roleplay_diff", args=[row.pk])
+        return urls
+
+    def _session_panels(self, row: AgentSession) -> dict[str, Any]:
+        """Lineage (ancestors, forks of forks) and the audit trail: three queries."""
+        ancestors = list(row.get_ancestors())
+        descendants = list(row.get_descendants())
+        base_level = row.level
+        forks = [
+            {"row": fork, "depth": fork.level - base_level, "indent": (fork.level - base_level - 1) * 1.5}
+            for fork in descendants
+        ]
+        audit = list(AuditRecord.objects.filter(session_id=row.session_id)[:AUDIT_ROWS])
+        for record in audit:
+            detail = record.detail if isinstance(record.detail, dict) else {"detail": record.detail}
+            record.detail_items = [  # type: ignore[attr-defined]
+                (key, value if isinstance(value, str) else to_json(value)) for key, value in detail.items()
+            ]
+        return {"ancestors": ancestors, "forks": forks, "audit_records": audit, "audit_limit": AUDIT_ROWS}
+
+    def _page_context(self, request: HttpRequest, row: AgentSession, title: str) -> dict[str, Any]:
+        can_moderate = self.has_moderate_permission(request, row)
+        closed = row.status in CLOSED
+        return {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "original": row,
+            "title": title,
+            "urls": self._urls(row),
+            "can_moderate": can_moderate,
+            "can_act": can_moderate and not closed,
+            "closed": closed,
+            "no_leaf": NO_LEAF,
+        }
+
+    def tree_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        row = self._session(request, object_id)
+        show = request.GET.get("show", "all")
+        show = show if show in ENTRY_FILTERS else "all"
+        text = request.GET.get("q", "").strip()
+        focus = request.GET.get("focus") or None
+        context = self._page_context(request, row, f"Entry tree of {row}")
+        context.update(self._session_panels(row))
+        context.update({"show": show, "q": text, "filters": ENTRY_FILTERS, "focus": focus})
+        provider = get_provider_for_session(row.session_id)
+        try:
+            if show != "all" or text:
+                page = _int(request.GET.get("page"), 1)
+                matches = find_entries(provider, row.session_id, show=show, text=text, page=page)
+                context["matches"] = matches
+                context["match_rows"] = [_match_row(entry, matches) for entry in matches.entries]
+            window = tree_window(provider, row.session_id, focus_entry_id=focus)
+        except SessionTreeError as exc:
+            context["error"] = f"{exc.code}: {exc}"
+            return TemplateResponse(request, "admin/sessiontree/tree/page.html", context)
+        _decorate(window)
+        skeleton = window.skeleton
+        context.update(
+            {
+                "window": window,
+                "rows": window.rows,
+                "skeleton": skeleton,
+                "leaf_entry_id": skeleton.leaf_entry_id,
+                "expected_leaf": skeleton.leaf_entry_id or NO_LEAF,
+                "compacted_count": len(skeleton.compacted_by),
+                "compact_form": CompactForm(),
+                "roleplay": holds_roleplay((r.entry for r in window.iter_rows()), row),
+            }
+        )
+        return TemplateResponse(request, "admin/sessiontree/tree/page.html", context)
+
+    def _fragment(self, request: HttpRequest, row: AgentSession, window: TreeWindow) -> HttpResponse:
+        _decorate(window)
+        context = {"rows": window.rows, "urls": self._urls(row)}
+        return TemplateResponse(request, "admin/sessiontree/tree/_rows.html", context)
+
+    def branch_view(self, request: HttpRequest, object_id: str, entry_id: str) -> HttpResponse:
+        row = self._session(request, object_id)
+        level = _int(request.GET.get("level"), 1)
+        window = self._read(
+            lambda: branch_window(get_provider_for_session(row.session_id), row.session_id, entry_id, level=level)
+        )
+        return self._fragment(request, row, window)
+
+    def run_view(self, request: HttpRequest, object_id: str, entry_id: str) -> HttpResponse:
+        row = self._session(request, object_id)
+        count = _int(request.GET.get("count"), 1)
+        level = _int(request.GET.get("level"), 0)
+        window = self._read(
+            lambda: run_window(get_provider_for_session(row.session_id), row.session_id, entry_id, count, level=level)
+        )
+        return self._fragment(request, row, window)
+
+    @staticmethod
+    def _read(read: Any) -> Any:
+        try:
+            return read()
+        except SessionTreeError as exc:
+            if exc.http_status == 404:
+                raise Http404(str(exc)) from exc
+            raise
+
+    def entry_view(self, request: HttpRequest, object_id: str, entry_id: str) -> HttpResponse:
+        row = self._session(request, object_id)
+        detail = self._read(lambda: entry_context(get_provider_for_session(row.session_id), row.session_id, entry_id))
+        context = self._page_context(request, row, f"Entry {entry_id}")
+        marker, preview = describe_entry(detail.entry)
+        turn = roleplay_entry_kind(detail.entry) == "turn"
+        context.update(
+            {
+                "detail": detail,
+                "entry_id": entry_id,
+                "entry_json": to_json(detail.entry, pretty=True),
+                "marker": marker,
+                "preview": preview,
+                "custom_fields": custom_fields(detail.entry) if detail.entry.get("type") == "custom" or turn else [],
+                "custom_caption": detail.entry.get("customType")
+                or f"{(detail.entry.get('message') or {}).get('toolName')} result",
+                "roleplay": holds_roleplay([detail.entry, *(step.entry for step in detail.steps)], row),
+                "steps": [_step_view(step) for step in detail.steps],
+                "hidden_after": MAX_STEPS // 4,
+                "path_depth": len(detail.path_ids) - 1,
+                "path_head": detail.path_ids[:PATH_HEAD] if len(detail.path_ids) > PATH_SHOWN else [],
+                "path_tail": detail.path_ids[-PATH_TAIL:] if len(detail.path_ids) > PATH_SHOWN else detail.path_ids,
+                "path_hidden": max(0, len(detail.path_ids) - PATH_HEAD - PATH_TAIL)
+                if len(detail.path_ids) > PATH_SHOWN
+                else 0,
+                "expected_leaf": detail.leaf_entry_id or NO_LEAF,
+                "is_user_message": detail.entry.get("type") == "message"
+                and message_of(detail.entry).get("role") == "user",
+                "navigate_form": NavigateForm(initial={"entry_id": entry_id}),
+                "label_form": LabelForm(initial={"entry_id": entry_id, "label": (detail.label or {}).get("label", "")}),
+                "fork_form": ForkForm(initial={"entry_id": entry_id}),
+            }
+        )
+        return TemplateResponse(request, "admin/sessiontree/tree/_entry.html", context)
+
+    def compare_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        row = self._session(request, object_id)
+        a = request.GET.get("a") or row.leaf_entry_id or ""
+        b = request.GET.get("b") or ""
+        context = self._page_context(request, row, f"Compare two leaves of {row}")
+        context.update({"a": a, "b": b})
+        provider = get_provider_for_session(row.session_id)
+        try:
+            with provider.read(row.session_id) as view:
+                skeleton = read_skeleton(view)
+            context["tips"] = _tips(skeleton)
+            if a and b:
+                comparison = compare_leaves(provider, row.session_id, a, b)
+                context["comparison"] = comparison
+                context["compare_rows"] = [
+                    (_brief(left) if left else None, _brief(right) if right else None)
+                    for left, right in comparison.rows
+                ]
+                context["common"] = _brief(comparison.common_ancestor) if comparison.common_ancestor else None
+        except SessionTreeError as exc:
+            context["error"] = f"{exc.code}: {exc}"
+        return TemplateResponse(request, "admin/sessiontree/tree/compare.html", context)
+
+    def export_view(self, request: HttpRequest, object_id: str) -> HttpResponseBase:
+        row = self._session(request, object_id)
+        scope = request.GET.get("scope", "full")
+        entry_id = request.GET.get("entry") or None
+        if scope not in EXPORT_SCOPES:
+            messages.error(request, f"Unknown export scope {scope!r}; use one of {', '.join(EXPORT_SCOPES)}.")
+            return HttpResponseRedirect(self._tree_url(row.pk))
+        provider = get_provider_for_session(row.session_id)
+        lines = export_jsonl(provider, row.session_id, scope=scope, entry_id=entry_id)
+        try:
+            first = next(lines)  # the export is read here, so a bad entry is a message, not a broken download
+        except SessionTreeError as exc:
+            messages.error(request, f"Export failed: {exc.code}: {exc}")
+            return HttpResponseRedirect(self._tree_url(row.pk))
+        body: Iterator[bytes] = itertools.chain([first], lines)
+        services.audit.record(
+            actor=services.Actor.of(request.user),
+            channel=CHANNEL,
+            operation="export",
+            session_id=row.session_id,
+            entry_ids=[entry_id] if entry_id else [],
+            detail={"scope": scope},
+        )
+        suffix = "" if scope == "full" else f"-{scope}" + (f"-{entry_id}" if entry_id else "")
+        response = StreamingHttpResponse(body, content_type="application/x-ndjson")
+        response["Content-Disposition"] = f'attachment; filename="{row.session_id}{suffix}.jsonl"'
+        return response
+
+    def action_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        row = self._session(request, object_id)
+        if not self.has_moderate_permission(request, row):
+            raise PermissionDenied
+        spec = ACTIONS.get(action)
+        if spec is None:
+            raise Http404(f"No moderation action {action!r}")
+        form = spec.form_class(request.POST)
+        back = self._tree_url(row.pk)
+        if not form.is_valid():
+            errors = "; ".join(f"{name}: {' '.join(str(e) for e in errs)}" for name, errs in form.errors.items())
+            messages.error(request, f"{spec.title}: {errors}")
+            return HttpResponseRedirect(back)
+        data = dict(form.cleaned_data)
+        if row.status in CLOSED and not spec.on_closed:
+            messages.error(request, f"{spec.title}: session {row.session_id} is {row.status}; restore it first.")
+            return HttpResponseRedirect(back)
+        try:
+            if spec.preview is not None and request.POST.get("confirmed") != "yes":
+                preview = spec.preview(row, data)
+                context = self._page_context(request, row, f"{spec.title}: are you sure?")
+                fields = [(k, v) for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "confirmed")]
+                context.update({"action": spec, "preview": preview, "fields": fields})
+                return TemplateResponse(request, "admin/sessiontree/tree/confirm.html", context)
+            outcome = spec.run(request, row, data)
+        except SessionTreeError as exc:
+            messages.error(request, f"{spec.title} refused: {exc.code}: {exc}")
+            return HttpResponseRedirect(back)
+        self.log_change(request, row, outcome.message)
+        if outcome.session is not None:
+            self.log_addition(request, outcome.session, f"Forked from {row.session_id}. {outcome.message}")
+            messages.success(request, outcome.message)
+            return HttpResponseRedirect(self._tree_url(outcome.session.pk))
+        messages.success(request, outcome.message)
+        query = {"focus": outcome.focus_entry_id} if outcome.focus_entry_id else {}
+        return HttpResponseRedirect(self._tree_url(row.pk, **query))
+
+
+# --- helpers for the templates ---------------------------------------------------------------
+
+
+def _short_time(moment: dt.datetime | None) -> str:
+    if moment is None:
+        return "—"
+    return format_html(
+        '<span title="{}">{}</span>', moment.isoformat(), timezone.localtime(moment).strftime("%Y-%m-%d %H:%M")
+    )
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return default
+
+
+def _decorate(window: TreeWindow) -> None:
+    """Marker and preview of every loaded entry (display is the admin's business)."""
+    for row in window.iter_rows():
+        if row.kind == "entry" and row.entry is not None:
+            row.marker, row.preview = describe_entry(row.entry)
+        elif row.kind == "branch" and row.name_entry is not None:
+            row.marker, row.preview = describe_entry(row.name_entry)
+
+
+def _brief(entry: Any) -> dict[str, Any]:
+    marker, preview = describe_entry(entry)
+    return {"id": entry["id"], "type": entry.get("type"), "marker": marker, "preview": preview}
+
+
+def _tips(skeleton: Any) -> list[dict[str, Any]]:
+    return [{"id": tip, "is_leaf": tip == skeleton.leaf_entry_id} for tip in skeleton.tips[:200]]
+
+
+def _match_row(entry: Any, matches: Any) -> dict[str, Any]:
+    marker, preview = describe_entry(entry)
+    label = matches.labels.get(entry["id"])
+    return {
+        "id": entry["id"],
+        "marker": marker,
+        "preview": preview,
+        "label": label["label"] if label else "",
+        "active": entry["id"] in matches.active,
+        "leaf": entry["id"] == matches.leaf_entry_id,
+    }
+
+
+def _step_view(step: Any) -> dict[str, Any]:
+    marker, preview = describe_entry(step.entry)
+    text = message_text(step.message) if step.message is not None else ""
+    return {
+        "id": step.entry["id"],
+        "status": step.status,
+        "marker": marker,
+        "role": (step.message or {}).get("role", ""),
+        "text": shorten(text, 400) if text else preview,
+        "tokens": step.tokens,
+        "compacted_by": step.compacted_by,
+    }

@@ -1,0 +1,542 @@
+"""A window onto a session's entry tree: what a tree view renders first, and
+the pieces it loads on demand.
+
+A session may hold 100,000 entries; a page cannot show them all, and does not
+need to. The tree is laid out as *lines*: from an entry, the line continues
+through the child on the active path (else the one leading to a focused
+entry, else the first child), and every other child starts a *folded branch*
+one level deeper, loaded when it is opened. On a line, the entries worth
+seeing stay visible (the line's ends, branch points, labelled entries,
+compactions and branch summaries, the leaf, the entry asked for, a few
+neighbours of each, the last entries before the leaf); long stretches between
+them collapse into a *run* ("312 entries"), loaded when it is expanded.
+
+Everything comes from the session's skeleton (id → parent, append order), its
+label, compaction and branch-summary entries, and the payloads of the entries
+shown: a fixed number of reads whatever the size. The leaf-independent part
+(children, branch points, labels, markers) is kept per process for a few
+sessions, keyed by what identifies their content (an append-only session with
+the same entry count holds the same entries), so a second view of a large
+session does not walk all of it again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sessiontree.core.context_builder import entry_to_message
+from sessiontree.core.errors import EntryNotFound
+from sessiontree.core.path import resolve_latest_labels, walk_path
+from sessiontree.core.types import Entry, LabelInfo
+from sessiontree.providers.base import SessionTreeProvider
+
+# Entries kept visible on each side of an entry worth seeing.
+EDGE = 2
+# A stretch of fewer hidden entries than this is shown rather than collapsed.
+MIN_RUN = 8
+# The last entries of the main line (the recent conversation) stay visible.
+TAIL = 30
+# Entries looked at, down a folded branch, to find the message it is named by.
+NAME_LOOKAHEAD = 8
+# Rows of one window at most; the rest of a line becomes one more run.
+MAX_ROWS = 1500
+# Entries an expanded run shows at once; the remainder is a run again.
+RUN_CHUNK = 300
+# Unreachable entries (a parent cycle in a damaged file) listed at most.
+MAX_UNREACHABLE = 200
+# Branches unfolded down to a focused entry, at most (deeper ones stay folded).
+MAX_OPEN_DEPTH = 50
+# Sessions whose shape is kept per process.
+SHAPE_CACHE_SIZE = 8
+
+MARKER_TYPES = ("compaction", "branch_summary")
+
+
+# --- the shape: everything that does not depend on the leaf ----------------------------------
+
+
+class TreeShape:
+    """Children, branch points, labels and markers of one session's entries."""
+
+    def __init__(self, parents: Mapping[str, Any], small: Sequence[Entry]) -> None:
+        self.parent = parents  # as stored: a parent that names no entry makes a root
+        children: dict[str | None, list[str]] = {}
+        seen: set[str] = set()
+        forward = False
+        for entry_id, parent_id in parents.items():
+            if parent_id is not None and parent_id not in seen:
+                # Named before it appears: a missing parent (a root) or a damaged order.
+                if parent_id in parents and parent_id != entry_id:
+                    forward = True
+                else:
+                    parent_id = None
+            seen.add(entry_id)
+            kids = children.get(parent_id)
+            if kids is None:
+                children[parent_id] = [entry_id]
+            else:
+                kids.append(entry_id)
+        self.children = children
+        self.count = len(seen)
+        self.forward = forward
+        self.branch_points = frozenset(key for key, kids in children.items() if key is not None and len(kids) > 1)
+        self.labels: dict[str, LabelInfo] = resolve_latest_labels(small)
+        self.markers: dict[str, Entry] = {e["id"]: e for e in small if e.get("type") in MARKER_TYPES}
+        self._sizes: dict[str, int] = {}
+
+    def parent_of(self, entry_id: str) -> str | None:
+        parent_id = self.parent.get(entry_id)
+        return parent_id if parent_id is not None and parent_id != entry_id and parent_id in self.parent else None
+
+    def subtree_size(self, entry_id: str) -> int:
+        size = self._sizes.get(entry_id)
+        if size is None:
+            size = 0
+            stack = [entry_id]
+            seen: set[str] = set()
+            while stack:
+                current = stack.pop()
+                if current in seen:  # pragma: no cover - only a damaged file has a cycle
+                    continue
+                seen.add(current)
+                size += 1
+                stack.extend(self.children.get(current, ()))
+            self._sizes[entry_id] = size
+        return size
+
+    def depth_of(self, entry_id: str) -> int:
+        return len(walk_path(entry_id, self.parent)) - 1
+
+    def tips(self) -> list[str]:
+        """Entries without children (the ends of branches), append order."""
+        return [entry_id for entry_id in self.parent if entry_id not in self.children]
+
+    def unreachable(self) -> list[str]:
+        """Entries no root leads to (a parent cycle in a damaged file), append order."""
+        if not self.forward:
+            return []
+        reached: set[str] = set()
+        stack = list(self.children.get(None, ()))
+        while stack:
+            current = stack.pop()
+            if current not in reached:
+                reached.add(current)
+                stack.extend(self.children.get(current, ()))
+        return [entry_id for entry_id in self.parent if entry_id not in reached]
+
+
+_shapes: OrderedDict[tuple[Any, ...], TreeShape] = OrderedDict()
+_shapes_lock = threading.Lock()
+
+
+def clear_shape_cache() -> None:
+    with _shapes_lock:
+        _shapes.clear()
+
+
+def _shape_key(state: Any) -> tuple[Any, ...] | None:
+    pk = getattr(state, "pk", None)
+    if pk is None:
+        return None
+    return (
+        getattr(state, "provider", None),
+        pk,
+        state.session_id,
+        state.entry_count,
+        getattr(state, "root_entry_id", None),
+        state.in_flight_entry_id,
+    )
+
+
+def read_shape(view: Any) -> TreeShape:
+    """The shape of the session ``view`` reads, from the per-process cache when
+    the session's content is unchanged (same entry count, root and stream)."""
+    key = _shape_key(view.state)
+    if key is not None:
+        with _shapes_lock:
+            shape = _shapes.get(key)
+            if shape is not None:
+                _shapes.move_to_end(key)
+                return shape
+    shape = TreeShape(view.parents(), view.all_entries(types=("label", *MARKER_TYPES)))
+    if key is not None:
+        with _shapes_lock:
+            _shapes[key] = shape
+            while len(_shapes) > SHAPE_CACHE_SIZE:
+                _shapes.popitem(last=False)
+    return shape
+
+
+# --- the skeleton: the shape seen from the current leaf -------------------------------------
+
+
+@dataclass
+class TreeSkeleton:
+    session_id: str
+    leaf_entry_id: str | None
+    status: str
+    shape: TreeShape
+    active_path: list[str]
+    compacted_by: dict[str, str]  # active-path entry → the compaction that left it out of the context
+    in_flight_entry_id: str | None = None
+    active: frozenset[str] = frozenset()
+
+    @property
+    def entry_count(self) -> int:
+        return self.shape.count
+
+    @property
+    def labels(self) -> dict[str, LabelInfo]:
+        return self.shape.labels
+
+    @property
+    def markers(self) -> dict[str, Entry]:
+        return self.shape.markers
+
+    @property
+    def tips(self) -> list[str]:
+        return self.shape.tips()
+
+    def has(self, entry_id: str) -> bool:
+        return entry_id in self.shape.parent
+
+
+def compacted_entries(active_path: Sequence[str], markers: Mapping[str, Entry]) -> dict[str, str]:
+    """Entries of ``active_path`` the context leaves out because the latest
+    compaction on it summarized them (entry id → that compaction's id): the
+    context builder's rule, from ids alone."""
+    compaction_index = None
+    for index in range(len(active_path) - 1, -1, -1):
+        marker = markers.get(active_path[index])
+        if marker is not None and marker.get("type") == "compaction":
+            compaction_index = index
+            break
+    if compaction_index is None:
+        return {}
+    compaction_id = active_path[compaction_index]
+    first_kept = markers[compaction_id].get("firstKeptEntryId")
+    cut = compaction_index
+    for index in range(compaction_index):
+        if active_path[index] == first_kept:
+            cut = index
+            break
+    return dict.fromkeys(active_path[:cut], compaction_id)
+
+
+def read_skeleton(view: Any) -> TreeSkeleton:
+    """The skeleton of the session ``view`` reads (a provider ``read()`` view)."""
+    state = view.state
+    shape = read_shape(view)
+    leaf_id = state.leaf_entry_id
+    active_path = walk_path(leaf_id, shape.parent) if leaf_id is not None and leaf_id in shape.parent else []
+    return TreeSkeleton(
+        session_id=state.session_id,
+        leaf_entry_id=leaf_id,
+        status=state.status,
+        shape=shape,
+        active_path=active_path,
+        compacted_by=compacted_entries(active_path, shape.markers),
+        in_flight_entry_id=state.in_flight_entry_id,
+        active=frozenset(active_path),
+    )
+
+
+# --- rows ---------------------------------------------------------------------------------
+
+
+@dataclass
+class TreeRow:
+    """One line of a tree view: an entry, a folded branch, or a collapsed run."""
+
+    kind: str  # "entry" | "branch" | "run"
+    level: int  # branch nesting (indentation), not depth
+    entry_id: str  # the entry; the branch's first entry; the run's first entry
+    depth: int = 0
+    on_active_path: bool = False
+    is_leaf: bool = False
+    is_branch_point: bool = False
+    label: str = ""
+    compacted_by: str = ""  # the compaction that left this entry out of the context
+    in_flight: bool = False
+    unreachable: bool = False
+    entry: Entry | None = None  # filled once payloads are loaded
+    size: int = 0  # branch: entries in it; run: entries hidden
+    name_entry: Entry | None = None  # branch: the entry it is named by (its first message)
+    open: bool = False  # branch: shown unfolded (it leads to the focused entry)
+    rows: list[TreeRow] = field(default_factory=list)  # branch: its rows when open
+    marker: str = ""  # filled by the face that shows the row
+    preview: str = ""
+
+
+@dataclass
+class TreeWindow:
+    skeleton: TreeSkeleton
+    rows: list[TreeRow]
+    focus_entry_id: str | None = None
+
+    def iter_rows(self) -> Iterable[TreeRow]:
+        stack = list(reversed(self.rows))
+        while stack:
+            row = stack.pop()
+            yield row
+            stack.extend(reversed(row.rows))
+
+    @property
+    def entry_rows(self) -> list[TreeRow]:
+        return [row for row in self.iter_rows() if row.kind == "entry"]
+
+
+def _pick(kids: list[str], prefer: frozenset[str] | set[str], then: frozenset[str] | set[str]) -> str:
+    for kid in kids:
+        if kid in prefer:
+            return kid
+    for kid in kids:
+        if kid in then:
+            return kid
+    return kids[0]
+
+
+def _line(
+    shape: TreeShape,
+    start_id: str,
+    prefer: frozenset[str] | set[str],
+    limit: int | None = None,
+    then: frozenset[str] | set[str] = frozenset(),
+) -> list[str]:
+    """From ``start_id`` down: at each step the child in ``prefer`` (the
+    active path), else the one in ``then`` (the way to a focused entry), else the first."""
+    children = shape.children
+    ids = [start_id]
+    current = start_id
+    while limit is None or len(ids) < limit:
+        kids = children.get(current)
+        if not kids:
+            break
+        current = kids[0] if len(kids) == 1 else _pick(kids, prefer, then)
+        ids.append(current)
+        if len(ids) > shape.count:  # pragma: no cover - children come from a parent map: no cycle reaches here
+            break
+    return ids
+
+
+class _Layout:
+    def __init__(self, skeleton: TreeSkeleton, focus_id: str | None) -> None:
+        self.skeleton = skeleton
+        self.shape = skeleton.shape
+        self.focus_id = focus_id if focus_id is not None and skeleton.has(focus_id) else None
+        self.focus_path: frozenset[str] = (
+            frozenset(walk_path(self.focus_id, self.shape.parent)) if self.focus_id else frozenset()
+        )
+        self.budget = MAX_ROWS
+        self.open_depth = 0
+
+    def entry_row(self, entry_id: str, level: int, depth: int) -> TreeRow:
+        sk = self.skeleton
+        label = sk.labels.get(entry_id)
+        return TreeRow(
+            kind="entry",
+            level=level,
+            entry_id=entry_id,
+            depth=depth,
+            on_active_path=entry_id in sk.active,
+            is_leaf=entry_id == sk.leaf_entry_id,
+            is_branch_point=entry_id in self.shape.branch_points,
+            label=label["label"] if label else "",
+            compacted_by=sk.compacted_by.get(entry_id, ""),
+            in_flight=entry_id == sk.in_flight_entry_id,
+        )
+
+    def branch_row(self, entry_id: str, level: int, depth: int) -> TreeRow:
+        row = TreeRow(kind="branch", level=level, entry_id=entry_id, size=self.shape.subtree_size(entry_id))
+        if entry_id in self.focus_path and self.open_depth < MAX_OPEN_DEPTH:
+            row.open = True
+            self.open_depth += 1
+            row.rows = self.line_rows(entry_id, level, depth)
+            self.open_depth -= 1
+        return row
+
+    def run_row(self, ids: Sequence[str], level: int) -> TreeRow:
+        return TreeRow(kind="run", level=level, entry_id=ids[0], size=len(ids))
+
+    def _kept(self, ids: Sequence[str], *, main: bool) -> list[int]:
+        """Sorted indices of ``ids`` to show: the ends, the entries worth seeing and their neighbours."""
+        shape = self.shape
+        count = len(ids)
+        line = set(ids)
+        notable = set(shape.branch_points & line)
+        notable.update(entry_id for entry_id in shape.labels if entry_id in line)
+        notable.update(entry_id for entry_id in shape.markers if entry_id in line)
+        for entry_id in (self.skeleton.leaf_entry_id, self.focus_id):
+            if entry_id is not None and entry_id in line:
+                notable.add(entry_id)
+        position = dict(zip(ids, range(count), strict=True)) if notable else {}
+        centres = {0, count - 1, *(position[entry_id] for entry_id in notable)}
+        if main:
+            centres.update(range(max(0, count - TAIL), count))
+        kept: set[int] = set()
+        for centre in centres:
+            kept.update(range(max(0, centre - EDGE), min(count, centre + EDGE + 1)))
+        return sorted(kept)
+
+    def line_rows(self, start_id: str, level: int, depth: int, *, main: bool = False) -> list[TreeRow]:
+        """The rows of the line from ``start_id`` (at ``depth``): kept entries, folded branches, runs."""
+        sk = self.skeleton
+        if main and sk.active_path and sk.active_path[0] == start_id:
+            # The main line is the active path, then on from the leaf.
+            ids = list(sk.active_path)
+            ids.extend(_line(self.shape, ids[-1], sk.active, then=self.focus_path)[1:])
+        else:
+            ids = _line(self.shape, start_id, sk.active, then=self.focus_path)
+        kept = self._kept(ids, main=main)
+        rows: list[TreeRow] = []
+        previous = -1
+        for position, index in enumerate(kept):
+            gap = index - previous - 1
+            if gap >= MIN_RUN:
+                rows.append(self.run_row(ids[previous + 1 : index], level))
+                self.budget -= 1
+            elif gap > 0:
+                for hidden in range(previous + 1, index):
+                    rows.extend(self.entry_with_branches(ids, hidden, level, depth + hidden))
+            if self.budget <= 0:
+                rows.append(self.run_row(ids[index:], level))
+                return rows
+            rows.extend(self.entry_with_branches(ids, index, level, depth + index))
+            previous = index
+            if position == len(kept) - 1 and index < len(ids) - 1:  # pragma: no cover - the last entry is kept
+                rows.append(self.run_row(ids[index + 1 :], level))
+        return rows
+
+    def entry_with_branches(self, ids: Sequence[str], index: int, level: int, depth: int) -> list[TreeRow]:
+        entry_id = ids[index]
+        rows = [self.entry_row(entry_id, level, depth)]
+        self.budget -= 1
+        if entry_id in self.shape.branch_points:
+            next_id = ids[index + 1] if index + 1 < len(ids) else None
+            for kid in self.shape.children.get(entry_id, ()):
+                if kid != next_id:
+                    rows.append(self.branch_row(kid, level + 1, depth + 1))
+                    self.budget -= 1
+        return rows
+
+    def top_rows(self) -> list[TreeRow]:
+        sk = self.skeleton
+        roots = self.shape.children.get(None, [])
+        if not roots:
+            return []
+        in_focus = next((root for root in roots if root in self.focus_path), roots[0])
+        main = next((root for root in roots if root in sk.active), in_focus)
+        rows = [self.branch_row(root, 1, 0) for root in roots if root != main]
+        rows.extend(self.line_rows(main, 0, 0, main=True))
+        return rows
+
+    def unreachable_rows(self) -> list[TreeRow]:
+        rows = []
+        for entry_id in self.shape.unreachable()[:MAX_UNREACHABLE]:
+            row = self.entry_row(entry_id, 0, 0)
+            row.unreachable = True
+            rows.append(row)
+        return rows
+
+
+def _fill_payloads(view: Any, window: TreeWindow) -> None:
+    """Load the payloads of the window's entries and of the entries folded
+    branches are named by: one batch."""
+    shape = window.skeleton.shape
+    rows = list(window.iter_rows())
+    wanted: dict[str, None] = {}
+    name_lines: dict[str, list[str]] = {}
+    for row in rows:
+        if row.kind == "entry":
+            wanted[row.entry_id] = None
+        elif row.kind == "branch":
+            line = _line(shape, row.entry_id, window.skeleton.active, limit=NAME_LOOKAHEAD)
+            name_lines[row.entry_id] = line
+            wanted.update(dict.fromkeys(line))
+    ids = list(wanted)
+    by_id: dict[str, Entry] = dict(zip(ids, view.entries(ids), strict=True)) if ids else {}
+    for row in rows:
+        if row.kind == "entry":
+            row.entry = by_id[row.entry_id]
+            if row.compacted_by and entry_to_message(row.entry) is None and row.entry.get("type") != "compaction":
+                row.compacted_by = ""  # settings and labels were never messages: nothing was left out
+        elif row.kind == "branch":
+            head = [by_id[entry_id] for entry_id in name_lines[row.entry_id]]
+            row.name_entry = next((entry for entry in head if entry.get("type") == "message"), head[0])
+
+
+def tree_window(provider: SessionTreeProvider, session_id: str, *, focus_entry_id: str | None = None) -> TreeWindow:
+    """The first view of a session's tree: the main line from the root through
+    the leaf, folded branches, collapsed runs; unfolded down to
+    ``focus_entry_id`` when one is given."""
+    with provider.read(session_id) as view:
+        skeleton = read_skeleton(view)
+        layout = _Layout(skeleton, focus_entry_id)
+        rows = layout.top_rows()
+        rows.extend(layout.unreachable_rows())
+        window = TreeWindow(skeleton, rows, layout.focus_id)
+        _fill_payloads(view, window)
+    return window
+
+
+def _known(skeleton: TreeSkeleton, session_id: str, entry_id: str) -> None:
+    if not skeleton.has(entry_id):
+        raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
+
+
+def branch_window(provider: SessionTreeProvider, session_id: str, entry_id: str, *, level: int = 1) -> TreeWindow:
+    """The rows of the folded branch that starts at ``entry_id``."""
+    with provider.read(session_id) as view:
+        skeleton = read_skeleton(view)
+        _known(skeleton, session_id, entry_id)
+        layout = _Layout(skeleton, None)
+        window = TreeWindow(skeleton, layout.line_rows(entry_id, level, skeleton.shape.depth_of(entry_id)))
+        _fill_payloads(view, window)
+    return window
+
+
+def run_window(
+    provider: SessionTreeProvider, session_id: str, entry_id: str, count: int, *, level: int = 0
+) -> TreeWindow:
+    """The rows of a collapsed run: ``count`` entries down the line from
+    ``entry_id``, at most ``RUN_CHUNK`` of them shown, the rest a run again."""
+    with provider.read(session_id) as view:
+        skeleton = read_skeleton(view)
+        _known(skeleton, session_id, entry_id)
+        layout = _Layout(skeleton, None)
+        # One entry past the run: the line goes on there, so it is not a branch.
+        line = _line(skeleton.shape, entry_id, skeleton.active, limit=max(1, count) + 1)
+        ids = line[: max(1, count)]
+        depth = skeleton.shape.depth_of(entry_id)
+        rows: list[TreeRow] = []
+        for index in range(min(len(ids), RUN_CHUNK)):
+            rows.extend(layout.entry_with_branches(line, index, level, depth + index))
+        if len(ids) > RUN_CHUNK:
+            rows.append(layout.run_row(ids[RUN_CHUNK:], level))
+        window = TreeWindow(skeleton, rows)
+        _fill_payloads(view, window)
+    return window
+
+
+__all__ = [
+    "EDGE",
+    "MAX_ROWS",
+    "MIN_RUN",
+    "RUN_CHUNK",
+    "TAIL",
+    "TreeRow",
+    "TreeShape",
+    "TreeSkeleton",
+    "TreeWindow",
+    "branch_window",
+    "clear_shape_cache",
+    "compacted_entries",
+    "read_shape",
+    "read_skeleton",
+    "run_window",
+    "tree_window",
+]

@@ -1,0 +1,409 @@
+"""Reading Pi session files for the folder sync: finding them, their header,
+their entries read in bounded batches from a byte offset, a SHA-256 of what
+was read, and the folder lock.
+
+Only complete lines are read (up to the last newline): a torn last line is
+left for the next run, when the writer may have finished it. Malformed lines
+are counted and skipped, as Pi's loader skips them.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import stat
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from sessiontree.core.errors import LeafConflict, StorageUnavailable
+from sessiontree.core.pi_session_file import gc_paused, is_session_header, whole_lines_end
+from sessiontree.core.types import Entry
+from sessiontree.core.verify import scan_session_bytes
+
+CHUNK_BYTES = 8 * 1024 * 1024
+# A batch is one transaction: what a huge file costs in memory at a time.
+BATCH_ENTRIES = 50_000
+BATCH_BYTES = 64 * 1024 * 1024
+HEADER_PROBE_BYTES = 1024 * 1024
+TITLE_MAX_LENGTH = 255
+
+
+class SyncBusy(LeafConflict):
+    """Another sync of the same folder holds its lock."""
+
+    code = "sync_busy"
+
+
+# --- finding files ---------------------------------------------------------------------
+
+
+def iter_session_files(root: Path) -> Iterator[Path]:
+    """Every ``*.jsonl`` regular file under ``root`` (or ``root`` itself when
+    it is a file), in a stable order, Pi's ``--<cwd>--/<time>_<id>.jsonl``
+    layout included. Symbolic links are never followed."""
+    if root.is_file():
+        yield root
+        return
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        dirs.sort()
+        for name in sorted(files):
+            if not name.endswith(".jsonl"):
+                continue
+            path = Path(folder) / name
+            try:
+                mode = os.lstat(path).st_mode
+            except FileNotFoundError:  # gone meanwhile
+                continue
+            if stat.S_ISREG(mode):
+                yield path
+
+
+def path_key(path: Path) -> str:
+    return hashlib.sha256(str(path).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mtime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileStat:
+        return cls(st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+@dataclass
+class HeaderProbe:
+    header: dict[str, Any] | None
+    reason: str | None  # why the file is not a session (header is None)
+    stat: FileStat
+
+
+def read_header(path: Path) -> HeaderProbe:
+    """The file's session header, or why it has none. Reads the first line only."""
+    fd = open_file(path)
+    try:
+        st = FileStat.of(os.fstat(fd))
+        if st.size == 0:
+            return HeaderProbe(None, "empty file", st)
+        data = os.pread(fd, min(st.size, 64 * 1024), 0)
+        if b"\n" not in data and st.size > len(data):
+            data = os.pread(fd, min(st.size, HEADER_PROBE_BYTES), 0)
+    finally:
+        os.close(fd)
+    whole = data if len(data) == st.size else data[: data.rfind(b"\n") + 1]
+    for line in whole[: whole_lines_end(whole)].split(b"\n"):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            obj = None
+        if is_session_header(obj):
+            return HeaderProbe(obj, None, st)
+        return HeaderProbe(None, "not a Pi session file (its first line is not a session header)", st)
+    if not data.strip():
+        return HeaderProbe(None, "empty file", st)
+    return HeaderProbe(None, "not a Pi session file (no complete first line)", st)
+
+
+def open_file(path: Path, flags: int = os.O_RDONLY) -> int:
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StorageUnavailable(f"{path} is a symbolic link (never followed)") from None
+        raise StorageUnavailable(f"{path}: {exc.strerror or exc}") from None
+
+
+def header_version(header: dict[str, Any]) -> int:
+    version = header.get("version", 1)
+    return version if isinstance(version, int) and not isinstance(version, bool) else 1
+
+
+# --- reading entries ---------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    """Entries of consecutive complete lines, and where reading stands after them."""
+
+    entries: list[Entry]
+    end_offset: int  # bytes read from the file's start, up to the last complete line
+    prefix_sha256: str  # SHA-256 of bytes [0, end_offset)
+    malformed_lines: int = 0
+    session_infos: list[Entry] = field(default_factory=list)
+
+
+@dataclass
+class TailInfo:
+    torn_bytes: int = 0
+
+
+def _parse_chunk(data: bytes, batch: Batch) -> None:
+    with gc_paused():
+        for line in data.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                batch.malformed_lines += 1
+                continue
+            if not isinstance(obj, dict):
+                batch.malformed_lines += 1
+            elif obj.get("type") == "session":
+                continue  # the header (or a stray second one): not an entry
+            else:
+                batch.entries.append(obj)
+                if obj.get("type") == "session_info":
+                    batch.session_infos.append(obj)
+
+
+def hash_prefix(fd: int, length: int) -> Any:
+    """A SHA-256 object fed the file's first ``length`` bytes."""
+    hasher = hashlib.sha256()
+    offset = 0
+    while offset < length:
+        chunk = os.pread(fd, min(CHUNK_BYTES, length - offset), offset)
+        if not chunk:
+            break
+        hasher.update(chunk)
+        offset += len(chunk)
+    return hasher
+
+
+def iter_batches(
+    fd: int,
+    *,
+    start: int,
+    hasher: Any,
+    tail: TailInfo,
+    batch_entries: int | None = None,
+    batch_bytes: int | None = None,
+) -> Iterator[Batch]:
+    """Entries of the complete lines from byte ``start`` on, in batches of
+    at most about ``batch_entries`` entries / ``batch_bytes`` bytes.
+    ``hasher`` must hold the SHA-256 of bytes [0, start); it is fed what is
+    read. ``tail.torn_bytes`` ends as the bytes after the last newline."""
+    batch_entries = batch_entries if batch_entries is not None else BATCH_ENTRIES
+    batch_bytes = batch_bytes if batch_bytes is not None else BATCH_BYTES
+    size = os.fstat(fd).st_size
+    offset = start
+    pending = b""
+    batch = Batch([], start, hasher.hexdigest())
+    batch_start = start
+    while offset < size:
+        chunk = os.pread(fd, min(CHUNK_BYTES, size - offset), offset)
+        if not chunk:
+            break
+        offset += len(chunk)
+        data = pending + chunk
+        cut = data.rfind(b"\n") + 1
+        pending = data[cut:]
+        if not cut:
+            continue
+        complete = data[:cut]
+        hasher.update(complete)
+        _parse_chunk(complete, batch)
+        batch.end_offset += len(complete)
+        if len(batch.entries) >= batch_entries or batch.end_offset - batch_start >= batch_bytes:
+            batch.prefix_sha256 = hasher.hexdigest()
+            yield batch
+            batch_start = batch.end_offset
+            batch = Batch([], batch.end_offset, "")
+    if pending.strip() and whole_lines_end(pending) == len(pending):
+        # A last line that only lacks its newline is a whole entry (Pi 1.6 reads it too).
+        hasher.update(pending)
+        _parse_chunk(pending, batch)
+        batch.end_offset += len(pending)
+        pending = b""
+    tail.torn_bytes = len(pending) if pending.strip() else 0
+    batch.prefix_sha256 = hasher.hexdigest()
+    if batch.entries or batch.end_offset != batch_start or batch.malformed_lines:
+        yield batch
+
+
+# --- what the meta row takes from a file ---------------------------------------------------
+
+
+def parse_time(value: Any) -> datetime | None:
+    """A Pi ISO-8601 timestamp (``…Z``) as an aware datetime; ``None`` if unusable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def title_of(session_infos: list[Entry]) -> tuple[bool, str | None]:
+    """(whether any ``session_info`` names the session, the latest name):
+    an empty name clears the title."""
+    if not session_infos:
+        return False, None
+    name = session_infos[-1].get("name")
+    if not isinstance(name, str) or not name.strip():
+        return True, None
+    return True, name.strip()[:TITLE_MAX_LENGTH]
+
+
+@dataclass
+class QuickScan:
+    """What ``index`` needs of a file without a full parse: the latest
+    session name in the bytes read and the last entry's timestamp."""
+
+    named: bool
+    title: str | None
+    last_timestamp: datetime | None
+    complete_bytes: int
+    torn_bytes: int
+    lines: int  # lines holding anything (the header included)
+
+
+def quick_scan(fd: int, *, start: int = 0) -> QuickScan:
+    """Scan bytes from ``start`` without parsing every line: only lines that
+    mention ``"session_info"`` and the last entry are decoded (byte searches
+    find them), and lines are counted from their newlines."""
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size - start, start) if size > start else b""
+    complete = whole_lines_end(data)
+    torn = len(data) - complete if data[complete:].strip() else 0
+    body = data[:complete]
+    infos: list[Entry] = []
+    position = body.find(b'"session_info"')
+    with gc_paused():
+        while position >= 0:
+            line_start = body.rfind(b"\n", 0, position) + 1
+            line_end = body.find(b"\n", position)
+            line_end = len(body) if line_end < 0 else line_end
+            try:
+                obj = orjson.loads(body[line_start:line_end])
+            except orjson.JSONDecodeError:
+                obj = None
+            if isinstance(obj, dict) and obj.get("type") == "session_info":
+                infos.append(obj)
+            position = body.find(b'"session_info"', line_end)
+        last: dict[str, Any] | None = None
+        end = len(body)
+        while end > 0 and last is None:
+            line_start = body.rfind(b"\n", 0, end - 1) + 1
+            line = body[line_start:end]
+            end = line_start
+            if not line.strip():
+                continue
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(obj, dict) and obj.get("type") != "session":
+                last = obj
+    # Lines holding anything: newline-ended lines, a last one without its
+    # newline, less the empty ones (lines of blanks only are rare enough to count).
+    lines = body.count(b"\n") + (1 if body and not body.endswith(b"\n") else 0)
+    lines -= body.count(b"\n\n") + (1 if body.startswith(b"\n") else 0)
+    named, title = title_of(infos)
+    return QuickScan(
+        named=named,
+        title=title,
+        last_timestamp=parse_time(last.get("timestamp")) if last is not None else None,
+        complete_bytes=start + complete,
+        torn_bytes=torn,
+        lines=lines,
+    )
+
+
+# --- the folder lock -------------------------------------------------------------------------
+
+
+def lock_path_for(folder: Path) -> Path:
+    """The lock file of a folder's sync: in the system's temporary folder
+    (never inside the synced folder, which may be read-only), named after
+    the folder's resolved path."""
+    digest = hashlib.sha256(str(folder).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    return Path(tempfile.gettempdir()) / f"sessiontree-sync-{digest}.lock"
+
+
+@contextmanager
+def folder_lock(folder: Path) -> Iterator[Path]:
+    """Hold the folder's sync lock, or raise ``SyncBusy`` at once naming the
+    process that holds it. Released when the process ends, however it ends."""
+    lock_path = lock_path_for(folder)
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise StorageUnavailable(f"Cannot open the sync lock {lock_path}: {exc.strerror or exc}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise SyncBusy(
+                f"Another sync of {folder} is running (pid {holder}); try again when it has finished"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield lock_path
+    finally:
+        os.close(fd)
+
+
+# --- writing Pi files ---------------------------------------------------------------------
+
+
+def check_replaceable(existing: bytes, session_id: str, ids: set[str]) -> None:
+    """Refuse to replace a file holding anything the export would lose."""
+    scanned = scan_session_bytes(existing)
+    if scanned.header is None:
+        if existing.strip():
+            raise LeafConflict("the file there is not a Pi session file; not replaced")
+        return
+    if scanned.header.get("id") != session_id:
+        raise LeafConflict(f"the file there holds session {scanned.header.get('id')}; not replaced")
+    lacking = [entry.get("id") for entry in scanned.entries if entry.get("id") not in ids]
+    if lacking:
+        example = next((str(i) for i in lacking if isinstance(i, str)), "an entry without an id")
+        raise LeafConflict(
+            f"the file there holds {len(lacking)} entries the database lacks (e.g. {example}); not replaced"
+        )
+
+
+def write_atomically(target: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``target``, flush it to disk
+    and rename it over ``target``: readers see the old file or the new one,
+    never a part."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(target.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

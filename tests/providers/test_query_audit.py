@@ -1,0 +1,132 @@
+"""Every SQL statement of every entry operation is keyed by one session.
+
+A session-sharded keyspace (Vitess, say) routes each statement by its
+session: none may read or write across sessions. Only lineage operations
+(creating, forking or deleting a session: the lineage tree and its lock) may
+touch several sessions, and they are not entry operations.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from sessiontree.core.compaction import CompactionSettings
+from sessiontree.models import AgentSession
+from sessiontree.services import entries, tree
+from tests.contract.conftest import PROVIDER_KINDS, make_provider
+from tests.roleplay.story import FakeSummarizer
+
+CONTROL = re.compile(r"^\s*(SAVEPOINT|RELEASE SAVEPOINT|ROLLBACK|COMMIT|BEGIN|SET )", re.I)
+COLUMN = r"[`\"]?(?:[a-z_]+[`\"]?\.[`\"]?)?{}[`\"]?"
+
+
+def user(text):
+    return {"role": "user", "content": text, "timestamp": 1}
+
+
+def keyed_by(sql: str, session_id: str, pk: int) -> bool:
+    """Whether the statement names the session: a ``session_id`` (or the session
+    row's ``id``) equal to it in a WHERE clause, or in the row it inserts."""
+    key = rf"(?:{pk}|'{re.escape(session_id)}')"
+    if re.search(COLUMN.format("session_id") + rf"\s*=\s*{key}(?!\w)", sql):
+        return True
+    session_table = AgentSession._meta.db_table
+    if re.search(rf"\bWHERE\b.*{COLUMN.format('id')}\s*=\s*{pk}\b", sql, re.S) and session_table in sql:
+        return True
+    insert = re.match(
+        r"\s*INSERT INTO [`\"]?(\w+)[`\"]?\s*\(([^)]*)\)\s*VALUES\s*\((.*)\)\s*(?:RETURNING\s[^()]*)?$", sql, re.S
+    )
+    if insert:
+        columns = [c.strip(' `"') for c in insert.group(2).split(",")]
+        if "session_id" in columns:
+            values = re.findall(r"\s*('(?:[^'\\]|\\.|'')*'|[^,']+)\s*(?:,|$)", insert.group(3))
+            value = values[columns.index("session_id")].strip()
+            return value in (str(pk), f"'{session_id}'")
+    return False
+
+
+@pytest.fixture(params=PROVIDER_KINDS)
+def provider(request, db, tmp_path):
+    return make_provider(request.param, tmp_path)
+
+
+def test_every_statement_of_every_entry_operation_names_one_session(provider):
+    # A neighbour session with entries: a statement missing its session key would see them.
+    provider.create_session(session_id="other")
+    for i in range(3):
+        provider.append_message("other", user(f"o{i}"))
+    provider.create_session(session_id="s1")
+    first = provider.append_message("s1", user("first " + "w " * 200))
+    for i in range(4):
+        provider.append_message("s1", user(f"m{i} " + "w " * 200))
+    pk = AgentSession.objects.get(session_id="s1").pk
+    who = {"actor": "t", "channel": "internal", "provider": provider}
+    state: dict[str, str] = {}
+
+    def stream():
+        state["streaming"] = provider.begin_in_flight_entry("s1", {"type": "message", "message": user("")})["id"]
+
+    operations = {
+        "append_message": lambda: provider.append_message("s1", user("x")),
+        "append_label_change": lambda: provider.append_label_change("s1", first["id"], "l"),
+        "append_compaction": lambda: provider.append_compaction(
+            "s1", summary="s", first_kept_entry_id=first["id"], tokens_before=1
+        ),
+        "append_context_edit": lambda: provider.append_context_edit("s1", first["id"], None),
+        "begin_in_flight_entry": stream,
+        "update_in_flight_entry": lambda: provider.update_in_flight_entry("s1", state["streaming"], {"x": 1}),
+        "complete_in_flight_entry": lambda: provider.update_in_flight_entry(
+            "s1", state["streaming"], {}, complete=True
+        ),
+        "switch_leaf": lambda: provider.switch_leaf("s1", first["id"]),
+        "append_branch_summary": lambda: provider.append_branch_summary(
+            "s1", branch_from_entry_id=first["id"], summary="s"
+        ),
+        "reset_leaf": lambda: provider.reset_leaf("s1"),
+        "services.append_entries": lambda: entries.append_entries(
+            session_id="s1", entries=[{"type": "message", "message": user("r")}], **who
+        ),
+        "services.set_label": lambda: tree.set_label(session_id="s1", target_id=first["id"], label="k", **who),
+        "services.navigate_tree": lambda: tree.navigate_tree(
+            provider, "s1", first["id"], summarize=True, summarizer=FakeSummarizer("s"), actor="t"
+        ),
+        "services.compact_session": lambda: tree.compact_session(
+            provider, "s1", summarizer=FakeSummarizer("s"), settings=CompactionSettings(keep_recent_tokens=10)
+        ),
+        "get_session": lambda: provider.get_session("s1"),
+        "get_entry": lambda: provider.get_entry("s1", first["id"]),
+        "list_entries": lambda: provider.list_entries("s1"),
+        "get_active_path": lambda: provider.get_active_path("s1"),
+        "build_context": lambda: provider.build_context("s1", first["id"]),
+        "get_snapshot": lambda: provider.get_snapshot("s1"),
+        "get_header": lambda: provider.get_header("s1"),
+    }
+    unkeyed: list[tuple[str, str]] = []
+    counted = 0
+    for name, operation in operations.items():
+        with CaptureQueriesContext(connection) as captured:
+            operation()
+        for query in captured.captured_queries:
+            sql = query["sql"]
+            if CONTROL.match(sql):
+                continue
+            counted += 1
+            if not keyed_by(sql, "s1", pk):
+                unkeyed.append((name, sql[:300]))
+    assert counted > len(operations)  # the capture saw the work
+    assert unkeyed == []
+
+
+def test_the_checker_itself_tells_keyed_from_unkeyed_statements():
+    assert keyed_by('SELECT x FROM "t" WHERE "session_id" = 7 AND entry_id = \'a\'', "s1", 7)
+    assert keyed_by("UPDATE `neta_agent_session` SET `leaf_entry_id` = 'x' WHERE `id` = 7", "s1", 7)
+    assert keyed_by("INSERT INTO `t` (`session_id`, `entry_id`) VALUES (7, 'a')", "s1", 7)
+    assert keyed_by('INSERT INTO "a" ("actor", "session_id") VALUES (\'x, y\', \'s1\')', "s1", 7)
+    assert not keyed_by('SELECT x FROM "t" WHERE "entry_id" = \'a\'', "s1", 7)
+    assert not keyed_by('SELECT x FROM "t" WHERE "session_id" = 8', "s1", 7)
+    assert not keyed_by("INSERT INTO `t` (`session_id`, `entry_id`) VALUES (8, 'a')", "s1", 7)
+    assert not keyed_by('SELECT MAX("tree_id") FROM "neta_agent_session"', "s1", 7)
