@@ -1,6 +1,9 @@
 """The REST API served by gunicorn on 127.0.0.1, ``mysql`` provider on MariaDB.
 
-Prints (medians; every figure is wall time seen by the client):
+Prints (medians; wall time seen by the client unless said otherwise):
+- CPU time per append through the whole HTTP stack (gunicorn's own CPU over
+  a run of appends less a run without them), next to the service and the
+  provider called in process (process CPU time);
 - HTTP append latency from one client, against the same append called in
   process through the bare provider (the issue's target: HTTP <= 2 x provider
   + 1 ms) and through the operations layer (``services.entries.append_message``
@@ -251,7 +254,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         session = services.sessions.create_session(actor=user, channel="api", kind="mysql", user_id="bench", **fields)
         return str(session["session_id"])
 
-    # 0. CPU per append, which other work on the machine does not inflate:
+    # 0. CPU per append, which other work on the machine inflates less than wall time:
     # gunicorn's own CPU (read from the finished process tree) over N HTTP
     # appends, less a server that only started and answered the warm-up.
     def server_cpu(appends: int) -> float:
@@ -281,7 +284,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         provider.append_message(cpu_provider_sid, message(i))
     cpu_provider = (time.process_time() - started) * 1000 / args.appends
     print(
-        f"CPU per append (this machine's load does not inflate it; MariaDB's own CPU not counted): "
+        f"CPU per append (other work inflates it less than wall time; MariaDB's own CPU not counted): "
         f"HTTP stack {cpu_http:.2f} ms | service {cpu_service:.2f} ms | provider {cpu_provider:.2f} ms; "
         f"HTTP adds {cpu_http - cpu_service:.2f} ms of CPU to the service call"
     )
