@@ -74,6 +74,14 @@ class AgentSession(MPTTModel):
     # compactions: what the session list shows and filters on.
     branch_count = models.PositiveIntegerField(default=0)
     compaction_count = models.PositiveIntegerField(default=0)
+    # The mysql storage's leaf, cached for its writes so that locking the row
+    # is one plain read: the leaf entry's depth, whether it is in flight and
+    # whether it has children. ``leaf_depth`` NULL under a non-NULL leaf means
+    # "not cached" (anything that moves the leaf outside the storage sets it
+    # so), and the lock then reads the leaf's row instead.
+    leaf_depth = models.PositiveIntegerField(null=True, blank=True)
+    leaf_in_flight = models.BooleanField(default=False)
+    leaf_has_children = models.BooleanField(default=False)
     # The file provider's streaming entry, kept outside the JSONL until it is
     # completed (the file is append-only and never rewritten).
     in_flight_entry = models.JSONField(null=True, blank=True)

@@ -134,6 +134,7 @@ def create_row(
     header: dict[str, Any] | None = None,
     stats: TreeStats | None = None,
     leaf_entry_id: str | None = None,
+    leaf_depth: int | None = None,
 ) -> AgentSession:
     """Insert the meta row (inside the caller's transaction or its own), with
     the tree ``stats`` and leaf of the entries it starts with."""
@@ -166,6 +167,7 @@ def create_row(
             session_file=session_file,
             header=header or {},
             leaf_entry_id=leaf_entry_id,
+            leaf_depth=leaf_depth,
         )
         if stats is not None:
             row.entry_count = stats.entry_count

@@ -145,7 +145,7 @@ _S = rows.quote
 _SESSION_TABLE = _S(AgentSession._meta.db_table)
 
 
-def _leaf_column_sql(column: str) -> str:
+def _leaf_column_sql(column: str) -> str:  # the leaf's row, when the cache does not say
     """A column of the session's leaf entry, as a scalar subquery: a plain
     (non-locking) read, so only the session row is locked; the leaf row cannot
     change meanwhile, since every writer of an entry holds the session row.
@@ -157,19 +157,26 @@ def _leaf_column_sql(column: str) -> str:
     )
 
 
+_CACHED = f"s.{_S('leaf_entry_id')} IS NULL OR s.{_S('leaf_depth')} IS NOT NULL"
 # The session row, its leaf's depth and status, and whether the leaf has
-# children (an append there adds a branch), in one round trip.
+# children (an append there adds a branch), in one round trip: from the row's
+# cache (the usual case: a plain read of one row), else from the leaf's row.
 _STATE_SQL = (
     f"SELECT s.{_S('id')}, s.{_S('provider')}, s.{_S('status')}, s.{_S('leaf_entry_id')}, "
     f"s.{_S('root_entry_id')}, s.{_S('entry_count')}, s.{_S('branch_count')}, s.{_S('compaction_count')}, "
-    f"{_leaf_column_sql('depth')}, {_leaf_column_sql('status')}, "
-    f"EXISTS(SELECT 1 FROM {rows.TABLE} c WHERE c.{rows.SESSION_COLUMN} = s.{_S('id')} "
-    f"AND c.{_S('parent_entry_id')} = s.{_S('leaf_entry_id')}) "
+    f"CASE WHEN {_CACHED} THEN s.{_S('leaf_depth')} ELSE {_leaf_column_sql('depth')} END, "
+    f"CASE WHEN {_CACHED} THEN (CASE WHEN s.{_S('leaf_in_flight')} THEN '{IN_FLIGHT}' "
+    f"WHEN s.{_S('leaf_entry_id')} IS NULL THEN NULL ELSE '{COMPLETED}' END) "
+    f"ELSE {_leaf_column_sql('status')} END, "
+    f"CASE WHEN {_CACHED} THEN s.{_S('leaf_has_children')} "
+    f"ELSE EXISTS(SELECT 1 FROM {rows.TABLE} c WHERE c.{rows.SESSION_COLUMN} = s.{_S('id')} "
+    f"AND c.{_S('parent_entry_id')} = s.{_S('leaf_entry_id')}) END "
     f"FROM {_SESSION_TABLE} s WHERE s.{_S('session_id')} = %s"
 )
 _UPDATE_SESSION_SQL = (
     f"UPDATE {_SESSION_TABLE} SET {_S('leaf_entry_id')} = %s, {_S('root_entry_id')} = %s, "
-    f"{_S('entry_count')} = %s, {_S('branch_count')} = %s, {_S('compaction_count')} = %s, {_S('updated_at')} = %s "
+    f"{_S('entry_count')} = %s, {_S('branch_count')} = %s, {_S('compaction_count')} = %s, "
+    f"{_S('leaf_depth')} = %s, {_S('leaf_in_flight')} = %s, {_S('leaf_has_children')} = %s, {_S('updated_at')} = %s "
     f"WHERE {_S('id')} = %s"
 )
 # Where an entry sits, for a leaf move: depth, status, and whether it has children.
@@ -460,7 +467,7 @@ class MySQLWrite(MySQLView):
         """The session row as this write leaves it: one UPDATE."""
         if not self.changed:
             return
-        state = self.state
+        state, leaf = self.state, self.leaf
         with connection.cursor() as cursor:
             cursor.execute(
                 _UPDATE_SESSION_SQL,
@@ -470,6 +477,9 @@ class MySQLWrite(MySQLView):
                     state.entry_count,
                     state.branch_count,
                     state.compaction_count,
+                    leaf.depth if state.leaf_entry_id is not None else None,
+                    leaf.status == IN_FLIGHT,
+                    leaf.has_children,
                     rows.db_now(),
                     state.pk,
                 ],
@@ -537,17 +547,21 @@ class MySQLStorage:
         before_commit: Callable[[SessionTreeSession], None] | None,
     ) -> SessionTreeSession:
         stats = tree_stats(entries)
+        depths = entry_depths(entries)
+        leaf = entries[-1]["id"] if entries else None
 
         def work() -> SessionTreeSession:
+            # The last entry in append order has no children: the row's leaf
+            # cache is its depth, completed, childless.
             row = meta.create_row(
                 provider=KIND,
                 header=header,
                 stats=stats,
-                leaf_entry_id=entries[-1]["id"] if entries else None,
+                leaf_entry_id=leaf,
+                leaf_depth=depths[leaf] if leaf is not None else None,
                 **row_fields,
             )
             if entries:
-                depths = entry_depths(entries)
                 _insert(row.pk, entries, first_seq=1, depths=[depths[e["id"]] for e in entries], status=COMPLETED)
             session = meta.to_session_dict(row)
             if before_commit is not None:

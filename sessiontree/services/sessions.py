@@ -370,7 +370,9 @@ def refresh_session(
         with transaction.atomic():
             locked = meta.get_row(session_id, provider=provider.kind, for_update=True)
             fields = _stored_tree(provider, session_id, locked)
-            AgentSession.objects.filter(pk=locked.pk).update(**fields)
+            # The storage's leaf cache (depth, in flight, children) is read
+            # again from the leaf's row by the next write.
+            AgentSession.objects.filter(pk=locked.pk).update(**fields, leaf_depth=None)
             audit(fields)
     return changes
 

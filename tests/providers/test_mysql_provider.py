@@ -509,3 +509,62 @@ def test_header_is_kept_whole(provider):
     provider.create_branched_session("s1", None, new_session_id="s2")
     assert provider.get_header("s2")["parentSession"] == "s1"
     assert session["provider"] == "mysql"
+
+
+# --- the leaf cache on the session row ------------------------------------------------
+
+
+def assert_leaf_cache_is_true(session_id):
+    """The row's cached leaf facts equal what the leaf's own row says."""
+    row = AgentSession.objects.get(session_id=session_id)
+    if row.leaf_entry_id is None:
+        assert row.leaf_depth is None
+        return
+    leaf = AgentSessionEntry.objects.get(session=row, entry_id=row.leaf_entry_id)
+    has_children = AgentSessionEntry.objects.filter(session=row, parent_entry_id=row.leaf_entry_id).exists()
+    assert (row.leaf_depth, row.leaf_in_flight, row.leaf_has_children) == (
+        leaf.depth,
+        leaf.status == "in_flight",
+        has_children,
+    )
+
+
+def test_the_leaf_cache_follows_every_kind_of_write(provider):
+    provider.create_session(session_id="s1")
+    a = provider.append_message("s1", user("a"))
+    assert_leaf_cache_is_true("s1")
+    provider.append_message("s1", user("b"))
+    provider.switch_leaf("s1", a["id"])  # a leaf with children
+    assert_leaf_cache_is_true("s1")
+    provider.append_message("s1", user("sibling"))
+    assert_leaf_cache_is_true("s1")
+    provider.reset_leaf("s1")
+    assert_leaf_cache_is_true("s1")
+    streaming = provider.begin_in_flight_entry("s1", {"type": "message", "message": user("")})
+    assert_leaf_cache_is_true("s1")
+    provider.update_in_flight_entry("s1", streaming["id"], {}, complete=True)
+    assert_leaf_cache_is_true("s1")
+    provider.append_branch_summary("s1", branch_from_entry_id=a["id"], summary="s")
+    assert_leaf_cache_is_true("s1")
+    fork = provider.create_branched_session("s1", a["id"])
+    assert_leaf_cache_is_true(fork["session_id"])
+    assert provider.get_session("s1")["branch_count"] == len(
+        [r for r in rows_of("s1") if not AgentSessionEntry.objects.filter(parent_entry_id=r.entry_id).exists()]
+    )
+
+
+def test_a_leaf_moved_outside_the_storage_is_read_from_its_row(provider):
+    """An uncached leaf (``leaf_depth`` NULL: set by anything that moves the
+    leaf outside the storage, e.g. refresh_session) is read from the leaf's
+    own row by the next write, which caches it again."""
+    provider.create_session(session_id="s1")
+    a = provider.append_message("s1", user("a"))
+    b = provider.append_message("s1", user("b"))
+    provider.append_message("s1", user("c"))
+    AgentSession.objects.filter(session_id="s1").update(leaf_entry_id=b["id"], leaf_depth=None)
+    d = provider.append_message("s1", user("d, a sibling of c"))
+    assert d["parentId"] == b["id"]
+    assert rows_of("s1")[-1].depth == 2
+    assert provider.get_session("s1")["branch_count"] == 2  # b had a child already
+    assert_leaf_cache_is_true("s1")
+    assert a["parentId"] is None
