@@ -13,9 +13,17 @@ import json
 import re
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from sessiontree.core.errors import InvalidEntry, InvalidSessionId, SessionAlreadyExists, SessionNotFound
+from sessiontree.core.entries import DEFAULT_MAX_ENTRY_DEPTH, json_depth_exceeds
+from sessiontree.core.errors import (
+    EntryTooLarge,
+    InvalidEntry,
+    InvalidSessionId,
+    SessionAlreadyExists,
+    SessionNotFound,
+)
 from sessiontree.core.ids import new_session_id
 from sessiontree.core.path import TreeStats
 from sessiontree.core.types import SessionTreeSession
@@ -61,6 +69,10 @@ def check_meta_fields(fields: dict[str, Any]) -> None:
         metadata = fields["metadata"]
         if not isinstance(metadata, dict):
             raise InvalidEntry("metadata must be a JSON object")
+        max_depth = int(getattr(settings, "SESSIONTREE_MAX_ENTRY_DEPTH", DEFAULT_MAX_ENTRY_DEPTH))
+        if json_depth_exceeds(metadata, max_depth):
+            # MariaDB's JSON columns hold 32 levels; refused here alike on every database.
+            raise EntryTooLarge(f"metadata nests deeper than {max_depth} levels (SESSIONTREE_MAX_ENTRY_DEPTH)")
         try:
             json.dumps(metadata, allow_nan=False)
         except (TypeError, ValueError) as exc:

@@ -81,3 +81,20 @@ def test_copied_entries_obey_the_limits_too(provider, settings):
     with pytest.raises(EntryTooLarge):
         provider.create_session(session_id="copy", entries=entries)
     assert provider.get_session("copy") is None
+
+
+def test_session_metadata_obeys_the_depth_limit_too(provider):
+    """Found on MariaDB: metadata 40 levels deep failed at the database
+    (IntegrityError 4025), a 500 through the admin or a command."""
+    deep: object = "x"
+    for _ in range(40):
+        deep = {"k": deep}
+    with pytest.raises(EntryTooLarge, match="metadata nests deeper"):
+        provider.update_session("s1", metadata=deep)
+    with pytest.raises(EntryTooLarge):
+        provider.create_session(session_id="s2", metadata=deep)
+    assert provider.get_session("s1")["metadata"] == {} and provider.get_session("s2") is None
+    shallow: object = "x"
+    for _ in range(DEFAULT_MAX_ENTRY_DEPTH - 1):
+        shallow = {"k": shallow}
+    assert provider.update_session("s1", metadata=shallow)["metadata"] == shallow
