@@ -1,4 +1,4 @@
-"""The roleplay seed's E2E matrix (9.1–9.6) driven once more, over HTTP only,
+"""The roleplay seed's E2E matrix (9.1 to 9.6) driven once more, over HTTP only,
 on every provider: the session is written through ``POST entries/``, moved
 with ``navigate/`` and ``fork/``, compacted with ``compact/``, and every
 state is read with ``GET roleplay/state/`` (the service-level run of the same
