@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema_field
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field, extend_schema_serializer
 from rest_framework import serializers
 
 from roleplay.inspection import PROVENANCE_KINDS
@@ -31,6 +32,8 @@ from sessiontree.api.serializers import (
 CHARACTER_ID_MAX_LENGTH = 255
 MAX_LISTED = 1_000_000
 REVIEW_STATUSES = ("pending", "accepted", "rejected")
+# RFC 6901: "/"-separated tokens, "~" only as "~0" or "~1" (or "", the whole document: allow_blank).
+JSON_POINTER_PATTERN = r"^(/([^~/]|~[01])*)+$"
 
 
 class PassThrough(serializers.Serializer):
@@ -45,6 +48,14 @@ def character_field() -> StrictCharField:
         required=False,
         max_length=CHARACTER_ID_MAX_LENGTH,
         help_text="Reduce this character's entries instead of the branch's own character (its identity).",
+    )
+
+
+def pointer_field(**kwargs: Any) -> StrictCharField:
+    return StrictCharField(
+        allow_blank=True,
+        validators=[RegexValidator(JSON_POINTER_PATTERN, message="Not a JSON pointer (e.g. /appearance/hair).")],
+        **kwargs,
     )
 
 
@@ -125,13 +136,13 @@ class PatchOpSerializer(serializers.Serializer):
     """An RFC 6902 operation on the state document (a JSON object)."""
 
     op = serializers.ChoiceField(choices=list(PATCH_OPS))
-    path = StrictCharField(help_text="A JSON pointer into the state document, e.g. /appearance/hair.")
+    path = pointer_field(help_text="A JSON pointer into the state document, e.g. /appearance/hair.")
     value = json_value(required=False, help_text="add, replace, test.")
 
     def get_fields(self) -> dict[str, Any]:
         return _with_from(
             super().get_fields(),
-            StrictCharField(required=False, help_text="move, copy: the source pointer."),
+            pointer_field(required=False, help_text="move, copy: the source pointer."),
             before="value",
         )
 
@@ -142,32 +153,68 @@ class PatchOpSerializer(serializers.Serializer):
         return data
 
 
-class CorrectionSerializer(InputSerializer):
-    """The ``rp state correct`` JSON: one op inline (``op``, ``path``, ``value``?,
-    ``from``?) or ``ops``; ``reason`` is required. Inline ``from`` on replace
-    or remove is the value believed recorded: the correction fails if the state
-    holds another one. ``correctsCommitId`` (a commit on this branch) is
-    inferred from provenance when left out."""
-
-    op = serializers.ChoiceField(choices=list(PATCH_OPS), required=False)
-    path = StrictCharField(required=False, help_text="A JSON pointer into the state document.")
-    value = json_value(required=False)
-    ops = serializers.ListField(child=PatchOpSerializer(), required=False, help_text="RFC 6902 operations, in order.")
+class _CorrectionCommon(InputSerializer):
     reason = StrictCharField(help_text="Why the record is corrected (required, not blank).")
-    correctsCommitId = StrictCharField(
-        required=False, help_text="The commit this corrects; default: from provenance."
-    )  # the /rp JSON's camelCase key
+    correctsCommitId = StrictCharField(  # the /rp JSON's camelCase key
+        required=False, help_text="A commit on this branch that this corrects; default: inferred from provenance."
+    )
     expected_leaf_id = expected_leaf_field()
 
+
+def _inline_from() -> serializers.JSONField:
+    return json_value(
+        required=False,
+        help_text="replace/remove: the value believed recorded (the correction fails if the state holds another); "
+        "move/copy: the source pointer.",
+    )
+
+
+def _op_first(fields: dict[str, Any]) -> dict[str, Any]:
+    """The op's fields (``op``, ``path``, ``value``, ``from``, ``ops``) before the common ones."""
+    fields = _with_from(fields, _inline_from(), before="reason")
+    first = [name for name in ("op", "path", "value", "from", "ops") if name in fields]
+    return {**{name: fields[name] for name in first}, **fields}
+
+
+class CorrectionInlineSerializer(_CorrectionCommon):
+    """One op inline."""
+
+    op = serializers.ChoiceField(choices=list(PATCH_OPS))
+    path = pointer_field(help_text="A JSON pointer into the state document, e.g. /appearance/hair.")
+    value = json_value(required=False, help_text="add, replace.")
+
     def get_fields(self) -> dict[str, Any]:
-        return _with_from(
-            super().get_fields(),
-            json_value(
-                required=False,
-                help_text="replace/remove: the value believed recorded (a guard); move/copy: the source pointer.",
-            ),
-            before="ops",
-        )
+        return _op_first(super().get_fields())
+
+
+class CorrectionOpsSerializer(_CorrectionCommon):
+    """A list of ops, applied in order, all or none."""
+
+    ops = serializers.ListField(child=PatchOpSerializer(), min_length=1, help_text="RFC 6902 operations, in order.")
+
+    def get_fields(self) -> dict[str, Any]:
+        return _op_first(super().get_fields())
+
+
+class CorrectionSerializer(_CorrectionCommon):
+    """The ``rp state correct`` JSON, either form (the schema documents the two
+    as ``oneOf``; the roleplay layer refuses a body with both or neither)."""
+
+    op = serializers.ChoiceField(choices=list(PATCH_OPS), required=False)
+    path = pointer_field(required=False)
+    value = json_value(required=False)
+    ops = serializers.ListField(child=PatchOpSerializer(), required=False, min_length=1)
+
+    def get_fields(self) -> dict[str, Any]:
+        return _op_first(super().get_fields())
+
+
+CORRECTION_BODY = PolymorphicProxySerializer(
+    component_name="Correction",
+    serializers=[CorrectionInlineSerializer, CorrectionOpsSerializer],
+    resource_type_field_name=None,
+    many=False,
+)
 
 
 class ReviewProposalSerializer(serializers.Serializer):
@@ -381,6 +428,7 @@ class StateDiffSerializer(PassThrough):
         return _with_from(super().get_fields(), DiffEndSerializer(read_only=True), before="to")
 
 
+@extend_schema_serializer(many=False)  # a list action's answer, one object
 class ReviewQueueSerializer(PassThrough):
     session_id = serializers.CharField(read_only=True)
     leaf_entry_id = serializers.CharField(read_only=True, allow_null=True, help_text="The entry read at.")
@@ -408,6 +456,7 @@ class CheckpointRecordSerializer(PassThrough):
     problem = serializers.CharField(read_only=True, allow_null=True, help_text="Why it is not valid.")
 
 
+@extend_schema_serializer(many=False)  # a list action's answer, one object
 class CheckpointListSerializer(PassThrough):
     session_id = serializers.CharField(read_only=True)
     leaf_entry_id = serializers.CharField(read_only=True, allow_null=True)

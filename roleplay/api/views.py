@@ -17,7 +17,7 @@ from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import status
+from rest_framework import serializers, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -64,6 +64,14 @@ class RoleplayScopedViewSet(SessionScopedViewSet):
     # Roleplay answers come from the service, never from a queryset; this only tells the schema generator so.
     queryset = AgentSession.objects.none()
     error_descriptions = ERROR_DESCRIPTIONS
+    # Each write's body, by action: what an OPTIONS request describes.
+    bodies: dict[str, type[serializers.Serializer]] = {}
+
+    def get_serializer_class(self) -> type[serializers.Serializer]:
+        action: str | None = self.action
+        if action == "metadata":  # OPTIONS: DRF asks once per write method, with the request cloned to it
+            action = self.action_map.get(self.request.method.lower()) if self.request.method else None
+        return self.bodies.get(str(action), s.PassThrough)
 
     def caller(self) -> dict[str, Any]:
         """Who writes, for a roleplay write (whose provider and session are positional)."""
@@ -72,6 +80,8 @@ class RoleplayScopedViewSet(SessionScopedViewSet):
 
 class RoleplayViewSet(RoleplayScopedViewSet):
     """A session's roleplay character: state, diff, corrections, repairs, archive."""
+
+    bodies = {"corrections": s.CorrectionSerializer, "repairs": s.RepairSerializer, "archive": s.ArchiveSerializer}
 
     @extend_schema(
         tags=ROLEPLAY_TAG,
@@ -115,12 +125,13 @@ class RoleplayViewSet(RoleplayScopedViewSet):
     @extend_schema(
         tags=ROLEPLAY_TAG,
         summary="Correct the state: a manual-correction commit with a reason",
-        request=s.CorrectionSerializer,
+        request=s.CORRECTION_BODY,
         responses={201: EntrySerializer},
     )
     @action(detail=False, methods=["post"])
     def corrections(self, request: Request, session_id: str) -> Response:
-        """Appended at the leaf; the tree never moves. Ops must apply to the current state."""
+        """One op inline (``op``, ``path``, ``value``, ``from``) or ``ops``, and a ``reason``. Appended at
+        the leaf; the tree never moves. The ops must apply to the current state."""
         data = parse(s.CorrectionSerializer, request.data)
         expected = data.pop("expected_leaf_id", UNSET)
         entry = service.correct_state(
@@ -179,6 +190,8 @@ class RoleplayViewSet(RoleplayScopedViewSet):
 class CheckpointViewSet(RoleplayScopedViewSet):
     """Checkpoints: the reducer starts from the latest valid one on the path."""
 
+    bodies = {"create": s.CheckpointCreateSerializer}
+
     def list(self, request: Request, session_id: str) -> Response:
         """Each with its character, revision, state hash and whether the reducer may use it;
         read an entry under ``entries/`` for its stored state."""
@@ -216,6 +229,7 @@ class ReviewViewSet(RoleplayScopedViewSet):
 
     lookup_field = "review_id"
     lookup_value_regex = ID_PATTERN
+    bodies = {"decide": s.DecideSerializer, "amend": s.AmendSerializer}
 
     def list(self, request: Request, session_id: str) -> Response:
         """Pending reviews in proposal order (with whether accepting would apply now), decided ones in decision order."""

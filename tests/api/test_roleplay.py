@@ -346,9 +346,8 @@ def test_error_codes_of_the_roleplay_endpoints(story, api, kind):
         ("corrections/", {"op": "replace", "path": "/location", "value": "inn", "reason": "r"}, "does not apply"),
         ("corrections/", {"op": "add", "path": "/x", "value": 1, "reason": "   "}, "reason"),
         ("corrections/", {"op": "add", "path": "/x", "value": 1, "reason": "r", "correctsCommitId": "nope"}, "nope"),
-        ("corrections/", {"op": "add", "path": "/x", "value": 1, "ops": [], "reason": "r"}, "not both"),
-        ("corrections/", {"ops": [], "reason": "r"}, "ops"),
-        ("corrections/", {"ops": [{"op": "add", "path": "no-slash", "value": 1}], "reason": "r"}, "path"),
+        ("corrections/", {"op": "add", "path": "/x", "value": 1, "ops": [add("/y", 2)], "reason": "r"}, "not both"),
+        ("corrections/", {"ops": [{"op": "add", "path": "no-slash", "value": 1}], "reason": "r"}, "pointer"),
         ("corrections/", {"op": "test", "path": "/appearance", "value": {}, "reason": "r"}, "test"),
         ("repairs/", {"turnId": "turn-none", "ops": []}, "not an incomplete turn"),
         ("reviews/review-rm/amend/", {"value": 1}, "no value to amend"),
@@ -368,9 +367,12 @@ def test_error_codes_of_the_roleplay_endpoints(story, api, kind):
         ("corrections/", {"op": "add", "path": "/x", "value": 1}),  # no reason
         ("corrections/", {"op": "add", "path": "/x", "value": 1, "reason": "r", "because": "typo"}),
         ("corrections/", {"op": "add", "path": 7, "value": 1, "reason": "r"}),
+        ("corrections/", {"op": "add", "path": "no-slash", "value": 1, "reason": "r"}),
+        ("corrections/", {"op": "add", "path": "/a~2", "value": 1, "reason": "r"}),
         ("corrections/", {"op": "rename", "path": "/x", "reason": "r"}),
         ("corrections/", {"ops": "add /x", "reason": "r"}),
         ("corrections/", {"ops": [1], "reason": "r"}),
+        ("corrections/", {"ops": [], "reason": "r"}),
         ("corrections/", {"op": "add", "path": "/x", "value": 1, "reason": "r", "expected_leaf_id": 5}),
         ("reviews/review-rm/decide/", {"decision": "maybe"}),
         ("reviews/review-rm/decide/", {}),
@@ -508,3 +510,22 @@ def test_every_roleplay_write_is_audited_once_as_the_api_user(story, users):
     story.checkpoints()
     story.correct({"op": "add", "path": "/d", "value": 4, "reason": "r"}, expected=409)  # archived
     assert AuditRecord.objects.order_by("-id").values_list("id", flat=True).first() == last
+
+
+def test_options_describes_each_endpoint_and_its_body(story):
+    story.haircut_story()
+    bodies = {
+        "corrections/": {"reason", "ops", "op", "path", "value", "from", "correctsCommitId", "expected_leaf_id"},
+        "repairs/": {"turnId", "ops", "events", "memories", "reviews", "reason", "expected_leaf_id"},
+        "archive/": {"reason", "expected_leaf_id"},
+        "checkpoints/": {"expected_leaf_id"},
+        "reviews/review-a/decide/": {"decision", "value", "expected_leaf_id"},
+        "reviews/review-a/amend/": {"value", "expected_leaf_id"},
+    }
+    for path, fields in bodies.items():
+        response = story.api.client.options(f"{story.base}/{path}")
+        assert response.status_code == 200, (path, response.content[:300])
+        assert set(response.json()["actions"]["POST"]) == fields, path
+    for path in ("state/", "diff/", "reviews/", "reviews/review-a/"):
+        response = story.api.client.options(f"{story.base}/{path}")
+        assert response.status_code == 200 and "actions" not in response.json(), path
