@@ -15,9 +15,11 @@ paused while timing): ``roleplay.service.inspect_state_detail`` at the leaf
 ``roleplay.service.diff_states`` between the two branch leaves (``GET
 …/roleplay/diff/``), each also with the JSON encoding of its answer; the
 first call of a fresh process (the file provider parses the file then); the
-admin's state panel page and diff page on the same sessions (Django's test
-client: middleware, auth, reads and templates, DEBUG off; warm, and first
-after the file provider's index is dropped); and, for contrast, both reads on
+admin's state panel page and diff page and the REST API's ``GET
+…/roleplay/state/`` and ``GET …/roleplay/diff/`` on the same sessions
+(Django's test client: middleware, auth, reads and templates or JSON, DEBUG
+off; warm, and first after the file provider's index is dropped); and, for
+contrast, both reads on
 the same sessions without checkpoints. Target: <= 200 ms each (server time).
 
 The file leg runs on a temporary SQLite database and folder; the mysql leg on
@@ -294,9 +296,11 @@ def time_reads(kind: str, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def time_admin_pages(args: argparse.Namespace, left: str, right: str) -> dict[str, Any]:
-    """The admin's state panel page and diff page on the same sessions: server
-    time through Django's test client (middleware, auth, the reads, the
-    templates), as a server runs them without the network, DEBUG off."""
+    """The admin's state panel page and diff page, and the REST API's
+    ``GET …/roleplay/state/`` and ``GET …/roleplay/diff/``, on the same
+    sessions: server time through Django's test client (middleware, auth,
+    the reads, the templates or the JSON), as a server runs them without the
+    network, DEBUG off."""
     from django.conf import settings
     from django.contrib.auth.models import User
     from django.db import connection
@@ -317,6 +321,8 @@ def time_admin_pages(args: argparse.Namespace, left: str, right: str) -> dict[st
         "admin:sessiontree_agentsession_roleplay_diff", args=[AgentSession.objects.get(session_id="diff").pk]
     )
     diff += f"?from={left}&to={right}"
+    api_panel = "/api/sessions/panel/roleplay/state/"
+    api_diff = f"/api/sessions/diff/roleplay/diff/?from={left}&to={right}"
 
     def get(url: str) -> bytes:
         response = client.get(url)
@@ -325,7 +331,8 @@ def time_admin_pages(args: argparse.Namespace, left: str, right: str) -> dict[st
         return response.content
 
     results: dict[str, Any] = {}
-    for name, url in (("panel_page", panel), ("diff_page", diff)):
+    pages = (("panel_page", panel), ("diff_page", diff), ("panel_api", api_panel), ("diff_api", api_diff))
+    for name, url in pages:
         clear_index_cache()  # the file provider parses the file again: a page after a restart
         results[f"{name}_first_ms"] = first_call_ms(lambda url=url: get(url))
         with CaptureQueriesContext(connection) as queries:
@@ -426,11 +433,16 @@ def report(r: dict[str, Any]) -> None:
     print(f"  ... plus JSON encoding          {verdict(r['diff_json_ms'])}")
     print(f"  first call, fresh process       {verdict(r['diff_first_ms'])}")
     print(f"  same branches, no checkpoints   {verdict(r['diff_bare_ms'])}")
-    print("admin pages (Django test client: middleware, auth, reads, templates; DEBUG off)")
-    for name, what in (("panel_page", "state panel page"), ("diff_page", "diff page")):
+    print("admin pages and API requests (Django test client: middleware, auth, reads, templates or JSON; DEBUG off)")
+    for name, what, unit in (
+        ("panel_page", "state panel page", "HTML"),
+        ("diff_page", "diff page", "HTML"),
+        ("panel_api", "GET roleplay/state/", "JSON"),
+        ("diff_api", "GET roleplay/diff/", "JSON"),
+    ):
         print(
             f"  {what + ' median':31} {verdict(r[f'{name}_ms'])}, {r[f'{name}_queries']} queries, "
-            f"{r[f'{name}_kb']:.0f} KiB of HTML"
+            f"{r[f'{name}_kb']:.0f} KiB of {unit}"
         )
         print(f"  ... first after a restart       {verdict(r[f'{name}_first_ms'])}")
 

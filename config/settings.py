@@ -264,7 +264,8 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "Session Tree API",
     "DESCRIPTION": (
         "Pi-compatible append-only session trees: sessions, entries, and tree operations "
-        "(leaf moves, navigation with branch summaries, forks, compaction, labels). "
+        "(leaf moves, navigation with branch summaries, forks, compaction, labels), and the roleplay "
+        "layer: a character's state at any entry with provenance, state diffs, reviews, corrections. "
         "Entries keep Pi's camelCase; session meta is snake_case. "
         'Every error is {"error": {"code", "message", "details"}}. See docs/api.md.'
     ),
@@ -277,6 +278,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Two choice sets share a field name ("status"): a session's and a roleplay review's.
+    "ENUM_NAME_OVERRIDES": {
+        "StatusEnum": "sessiontree.api.serializers.SESSION_STATUSES",
+        "ReviewStatusEnum": "roleplay.api.serializers.REVIEW_STATUSES",
+    },
 }
 
 LOG_LEVEL = os.environ.get("LOG_LEVEL", "WARNING").strip().upper()

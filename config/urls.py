@@ -6,6 +6,7 @@ urlpatterns = [
     path("", RedirectView.as_view(pattern_name="admin:index", permanent=False)),
     path("admin/", admin.site.urls),
     path("api/", include("sessiontree.api.urls")),
+    path("api/", include("roleplay.api.urls")),
 ]
 
 # Under /api/ Django's own error pages answer in the API's JSON error shape.

@@ -75,9 +75,11 @@ __all__ = [
     "history_goto",
     "inspect_state",
     "inspect_state_detail",
+    "list_checkpoints",
     "list_reviews",
     "plan_write",
     "repair_turn",
+    "review_queue",
 ]
 
 ReviewStatus = Literal["pending", "accepted", "rejected"]
@@ -413,6 +415,137 @@ def diff_states(
         "changed": lists["changed"],
         "added": lists["added"],
         "removed": lists["removed"],
+    }
+
+
+class ReviewQueue(TypedDict):
+    """The review queue at one entry (see ``review_queue``)."""
+
+    session_id: str
+    leaf_entry_id: str | None  # the entry the queue was read at
+    session_leaf_entry_id: str | None  # the session's leaf when it was read
+    at_session_leaf: bool
+    character_id: str | None
+    pending: list[dict[str, Any]]
+    decided: list[dict[str, Any]]
+
+
+def review_queue(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    leaf_entry_id: str | _Unset | None = UNSET,
+    character_id: str | None = None,
+) -> ReviewQueue:
+    """``list_reviews`` with everything decided, split into ``pending`` and
+    ``decided``, and the leaf it was read at: the session's leaf at that
+    moment is what a caller passes back as ``expected_leaf_id`` when it
+    decides, so a decision is never made on a queue the caller did not see.
+    One consistent read (from the latest checkpoint); never moves the leaf.
+    """
+    with provider.read(session_id) as view, gc_paused():
+        session_leaf = view.state.leaf_entry_id
+        leaf = session_leaf if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+        state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf), view.entries, character_id)
+    views = inspection.review_views(state, include_decided=True)
+    return {
+        "session_id": session_id,
+        "leaf_entry_id": leaf,
+        "session_leaf_entry_id": session_leaf,
+        "at_session_leaf": leaf == session_leaf,
+        "character_id": state["character_id"],
+        "pending": [v for v in views if v["status"] == "pending"],
+        "decided": [v for v in views if v["status"] != "pending"],
+    }
+
+
+class CheckpointRecord(TypedDict):
+    """One ``pi-roleplay-checkpoint`` entry on a path, without its stored state."""
+
+    entry_id: str
+    parent_id: str | None
+    timestamp: str | None
+    character_id: str | None
+    revision: int | None
+    state_hash: str | None
+    trigger: str | None  # "compaction" for the checkpoint a compaction appends; None when made on demand
+    compaction_entry_id: str | None
+    valid: bool  # whether the reducer may start from it (complete, and its hash matches its state)
+    problem: str | None  # why it is not valid
+
+
+class CheckpointList(TypedDict):
+    session_id: str
+    leaf_entry_id: str | None
+    session_leaf_entry_id: str | None
+    at_session_leaf: bool
+    checkpoints: list[CheckpointRecord]
+
+
+def _checkpoint_record(entry: Entry) -> CheckpointRecord:
+    data = entry.get("data")
+    fields: dict[str, Any] = data if isinstance(data, dict) else {}
+    problem: str | None = None
+    try:
+        schema.validate_checkpoint_data(data)
+    except RoleplayValidationError as exc:
+        problem = str(exc)
+
+    def text(key: str) -> str | None:
+        value = fields.get(key)
+        return value if isinstance(value, str) else None
+
+    revision = fields.get("revision")
+    parent = entry.get("parentId")
+    timestamp = entry.get("timestamp")
+    return {
+        "entry_id": str(entry.get("id")),
+        "parent_id": parent if isinstance(parent, str) else None,
+        "timestamp": timestamp if isinstance(timestamp, str) else None,
+        "character_id": text("characterId"),
+        "revision": revision if isinstance(revision, int) and not isinstance(revision, bool) else None,
+        "state_hash": text("stateHash"),
+        "trigger": text("trigger"),
+        "compaction_entry_id": text("compactionEntryId"),
+        "valid": problem is None,
+        "problem": problem,
+    }
+
+
+def list_checkpoints(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    leaf_entry_id: str | _Unset | None = UNSET,
+    character_id: str | None = None,
+) -> CheckpointList:
+    """The checkpoints on the path to the session's leaf (or to ``leaf_entry_id``),
+    root first, as ``CheckpointRecord``s: which entry, which character,
+    revision and state hash, whether a compaction made it, and whether the
+    reducer may use it. A checkpoint belongs to its tree node, so after a
+    move the list is the new path's. ``character_id`` keeps only that
+    character's. The stored state is left out (read the entry for it).
+    One consistent read; never moves the leaf.
+    """
+    with provider.read(session_id) as view, gc_paused():
+        session_leaf = view.state.leaf_entry_id
+        leaf = session_leaf if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+        position = {entry_id: index for index, entry_id in enumerate(_path_ids(view, session_id, leaf))}
+        found = [
+            entry
+            for entry in view.all_entries(types=("custom",))
+            if entry.get("id") in position and schema.roleplay_entry_kind(entry) == "checkpoint"
+        ]
+        found.sort(key=lambda entry: position[str(entry.get("id"))])
+        records = [_checkpoint_record(entry) for entry in found]
+    if character_id is not None:
+        records = [record for record in records if record["character_id"] == character_id]
+    return {
+        "session_id": session_id,
+        "leaf_entry_id": leaf,
+        "session_leaf_entry_id": session_leaf,
+        "at_session_leaf": leaf == session_leaf,
+        "checkpoints": records,
     }
 
 

@@ -1,5 +1,7 @@
 """OpenAPI generation (drf-spectacular): every operation lists the error
-answers it can give, each in the one error shape (``ErrorSerializer``)."""
+answers it can give, each in the one error shape (``ErrorSerializer``). A
+view may describe a status in its own words (``error_descriptions``, e.g.
+the roleplay views' 409s)."""
 
 from __future__ import annotations
 
@@ -36,9 +38,10 @@ class SessionTreeAutoSchema(AutoSchema):
 
     def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
         responses: dict[str, Any] = super()._get_response_bodies(direction)
+        descriptions = {**ERROR_DESCRIPTIONS, **getattr(self.view, "error_descriptions", {})}
         for code in self.error_codes():
             if str(code) not in responses:
                 response = self._get_response_for_code(ErrorSerializer, str(code), direction=direction)
-                response["description"] = ERROR_DESCRIPTIONS[code]
+                response["description"] = descriptions[code]
                 responses[str(code)] = response
         return responses

@@ -28,6 +28,7 @@ from sessiontree.selectors.nested_tree import DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH
 from sessiontree.services.tree import FORK_POSITIONS
 
 SESSION_ID_MAX_LENGTH = 64
+SESSION_STATUSES = tuple(AgentSession.Status.values)  # named StatusEnum in the schema (settings)
 
 # --- strict fields ---------------------------------------------------------------------
 
@@ -150,7 +151,7 @@ class SessionSerializer(serializers.Serializer):
     session_id = serializers.CharField(read_only=True)
     provider = serializers.ChoiceField(choices=["file", "mysql"], read_only=True)
     title = serializers.CharField(read_only=True, allow_null=True)
-    status = serializers.ChoiceField(choices=AgentSession.Status.values, read_only=True)
+    status = serializers.ChoiceField(choices=list(SESSION_STATUSES), read_only=True)
     agent_id = serializers.IntegerField(read_only=True, allow_null=True)
     user_id = serializers.CharField(read_only=True, allow_null=True)
     cwd = serializers.CharField(read_only=True, allow_null=True)

@@ -7,6 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from .conftest import Api
+from .roleplay_story import ApiStory, add, review
 
 # Token, the user's permissions (staff), the session row, the provider's reads.
 MAX_QUERIES = 8
@@ -67,3 +68,30 @@ def test_context_tree_path_and_entry_pages(api, kind, users, django_assert_max_n
     large = [count_queries(api, url) for url in urls]
     assert small == large
     assert len(api.get(f"/api/sessions/{sid}/path/")["entries"]) > 50
+
+
+def test_roleplay_reads_stay_bounded_on_a_long_branch(api, kind, django_assert_max_num_queries):
+    story = ApiStory(api, kind)
+    ids = story.haircut_story()
+    story.turn(reviews=[review("review-a", add("/a", 1))])
+    urls = [
+        f"{story.base}/state/",
+        f"{story.base}/reviews/",
+        f"{story.base}/checkpoints/",
+        f"{story.base}/diff/?from={ids['cut']}",
+    ]
+    small = [count_queries(api, url) for url in urls]
+    for n in range(300):
+        story.assistant(f"line {n}")
+        if n % 10 == 9:
+            story.turn([add(f"/n{n}", n)])
+        if n % 100 == 99:
+            story.checkpoint()
+    for url in urls:
+        with django_assert_max_num_queries(MAX_QUERIES):
+            api.get(url)
+    large = [count_queries(api, url) for url in urls]
+    # At most one read more on the long branch: the head (the identity) and the tail
+    # (from the latest checkpoint) are read apart once they no longer fit in one chunk.
+    assert all(after - before <= 1 for before, after in zip(small, large, strict=True)), (small, large)
+    assert story.state()["revision"] == 32

@@ -52,6 +52,12 @@ def test_every_contract_path_is_in_the_schema():
         for name in ("archive", "restore", "switch-leaf", "reset-leaf", "navigate", "fork", "compact", "labels")
     }
     expected |= {f"{session}{name}/" for name in ("path", "context", "tree", "snapshot", "export")}
+    roleplay = f"{session}roleplay/"
+    expected |= {
+        f"{roleplay}{name}/"
+        for name in ("state", "diff", "reviews", "corrections", "checkpoints", "repairs", "archive")
+    }
+    expected |= {f"{roleplay}reviews/{{review_id}}/{name}" for name in ("", "decide/", "amend/")}
     assert paths == expected
 
 

@@ -6,8 +6,13 @@ through WSGI with a token. Each generated request is sent twice: as
 generated (random ids: mostly 400/404), and aimed at a real session of the
 caller (on the ``file`` and the ``mysql`` provider in turn, example by
 example) with one of its entries as the entry id, so that validation, tree
-operations and conflicts are reached too. Checks: no 5xx, status codes,
-content types, headers and bodies as the schema documents them.
+operations and conflicts are reached too. The real sessions are a plain
+one and a roleplay one (a character, a checkpoint, pending and decided
+reviews, an incomplete turn) per provider: the roleplay endpoints aim
+mostly at the roleplay session, with one of its review ids and its entries
+as ``leaf``/``from``/``to``, and now and then at the plain one (no
+character); the other endpoints take both kinds in turn. Checks: no 5xx,
+status codes, content types, headers and bodies as the schema documents them.
 
 Bounded: ``SCHEMATHESIS_MAX_EXAMPLES`` examples per operation (default 50;
 CI runs the default). It runs in ``make test`` on both database legs.
@@ -18,6 +23,8 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 import schemathesis
@@ -35,8 +42,11 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from roleplay import service as roleplay_service
+from roleplay.reducer import RoleplayState
 from sessiontree import services
 from sessiontree.models import AgentSession
+from sessiontree.providers.factory import get_provider
 from sessiontree.providers.file_provider import clear_index_cache
 from tests.contract.conftest import PROVIDER_KINDS
 
@@ -74,34 +84,120 @@ def caller(db) -> tuple[User, dict[str, str]]:
     return user, {"Authorization": f"Token {token.key}"}
 
 
+@dataclass
+class Target:
+    """A real session to aim an example at, and ids to put in its path and query."""
+
+    session_id: str
+    entry_id: str  # the leaf, or the first entry
+    entry_ids: list[str]  # on the path to the leaf, root first
+    review_ids: list[str]  # pending and decided
+    turn_ids: list[str]  # incomplete
+
+
+def custom(custom_type: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "custom", "customType": custom_type, "data": data}
+
+
+def turn_result(commit: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": "toolResult",
+        "toolCallId": f"call-{commit['commitId']}",
+        "toolName": "roleplay_finalize_turn",
+        "content": [{"type": "text", "text": "Turn finalized."}],
+        "details": {"characterId": "alice", "commit": commit},
+        "isError": False,
+        "timestamp": 3,
+    }
+
+
 class RealSessions:
-    """Small sessions of the caller (two turns, a label), one per provider;
-    examples take ``file`` and ``mysql`` in turn. A session an example closed
-    or removed is made again."""
+    """Small sessions of the caller, per provider: a plain one (two turns, a
+    label) and a roleplay one. Examples take ``file`` and ``mysql`` in turn.
+    A session an example closed or removed is made again, and so is a
+    roleplay session whose character was archived or that has no pending
+    review or incomplete turn left."""
 
     def __init__(self, user: User) -> None:
         self.user = user
-        self.kinds = itertools.cycle(PROVIDER_KINDS)
-        self.session_ids: dict[str, str] = {}
+        self.plain_kinds = itertools.cycle(PROVIDER_KINDS)
+        # Roleplay endpoints: the roleplay session twice as often as the plain one.
+        self.roleplay_targets = itertools.cycle(
+            [("roleplay", kind) for kind in PROVIDER_KINDS] * 2 + [("plain", kind) for kind in PROVIDER_KINDS]
+        )
+        self.other_targets = itertools.cycle(
+            [(flavour, kind) for flavour in ("plain", "roleplay") for kind in PROVIDER_KINDS]
+        )
+        self.picks = itertools.count()
+        self.session_ids: dict[tuple[str, str], str] = {}
 
-    def _create(self, kind: str) -> str:
-        user = self.user
-        session = services.sessions.create_session(actor=user, channel="api", kind=kind, user_id="fuzzer")
-        sid = session["session_id"]
-        first = services.entries.append_message(session_id=sid, message=user_message("hi"), actor=user, channel="api")
-        services.entries.append_message(session_id=sid, message=assistant_message("hello"), actor=user, channel="api")
-        services.tree.set_label(session_id=sid, target_id=first["id"], label="start", actor=user, channel="api")
-        services.entries.append_message(session_id=sid, message=user_message("more"), actor=user, channel="api")
-        return str(sid)
+    def _write(self, **kwargs: Any) -> dict[str, Any]:
+        return {"actor": self.user, "channel": "api", **kwargs}
 
-    def get(self) -> tuple[str, str]:
-        """A session's id and an entry id of it (the leaf, or the first entry)."""
-        kind = next(self.kinds)
-        row = AgentSession.objects.filter(session_id=self.session_ids.get(kind), status="active").first()
+    def _create_plain(self, kind: str) -> str:
+        session = services.sessions.create_session(**self._write(kind=kind, user_id="fuzzer"))
+        sid = str(session["session_id"])
+        first = services.entries.append_message(**self._write(session_id=sid, message=user_message("hi")))
+        services.entries.append_message(**self._write(session_id=sid, message=assistant_message("hello")))
+        services.tree.set_label(**self._write(session_id=sid, target_id=first["id"], label="start"))
+        services.entries.append_message(**self._write(session_id=sid, message=user_message("more")))
+        return sid
+
+    def _create_roleplay(self, kind: str) -> str:
+        session = services.sessions.create_session(**self._write(kind=kind, user_id="fuzzer", title="roleplay"))
+        sid = str(session["session_id"])
+        add = services.entries.append_entry
+        say = services.entries.append_message
+        add(**self._write(session_id=sid, entry=custom("pi-roleplay-identity", {"characterId": "alice"})))
+        say(**self._write(session_id=sid, message=user_message("Will you cut your hair?")))
+        say(**self._write(session_id=sid, message=assistant_message("Alice cuts her hair.")))
+        cut = {"commitId": "commit-cut", "ops": [{"op": "add", "path": "/appearance", "value": {"hair": "short"}}]}
+        say(**self._write(session_id=sid, message=turn_result({**cut, "events": ["the haircut"]})))
+        roleplay_service.create_checkpoint(get_provider(kind), sid, actor=self.user, channel="api")
+        reviews = [
+            {"reviewId": f"review-{name}", "op": {"op": "add", "path": f"/{name}", "value": 1}, "note": name}
+            for name in ("a", "b", "c", "d")
+        ]
+        say(
+            **self._write(
+                session_id=sid, message=turn_result({"commitId": "commit-rescue", "ops": [], "reviews": reviews})
+            )
+        )
+        status = {"characterId": "alice", "turnId": "turn-9", "status": "incomplete"}
+        add(**self._write(session_id=sid, entry=custom("pi-roleplay-turn-status", status)))
+        roleplay_service.decide_review(get_provider(kind), sid, "review-d", "accept", actor=self.user, channel="api")
+        return sid
+
+    def _usable(self, flavour: str, kind: str) -> tuple[str, RoleplayState | None] | None:
+        row = AgentSession.objects.filter(session_id=self.session_ids.get((flavour, kind)), status="active").first()
         if row is None or row.entry_count == 0:
-            self.session_ids[kind] = self._create(kind)
-            row = AgentSession.objects.get(session_id=self.session_ids[kind])
-        return row.session_id, row.leaf_entry_id or str(row.root_entry_id)
+            return None
+        if flavour == "plain":
+            return str(row.session_id), None
+        state = roleplay_service.inspect_state(get_provider(kind), row.session_id)
+        if state["character_id"] != "alice" or state["archived"]:
+            return None
+        if not state["pending_reviews"] or not state["incomplete_turns"]:
+            return None
+        return str(row.session_id), state
+
+    def get(self, *, roleplay: bool) -> Target:
+        flavour, kind = next(self.roleplay_targets if roleplay else self.other_targets)
+        usable = self._usable(flavour, kind)
+        if usable is None:
+            create = self._create_roleplay if flavour == "roleplay" else self._create_plain
+            self.session_ids[(flavour, kind)] = create(kind)
+            usable = self._usable(flavour, kind)
+            assert usable is not None, (flavour, kind)
+        sid, state = usable
+        row = AgentSession.objects.get(session_id=sid)
+        path = [entry["id"] for entry in get_provider(kind).get_active_path(sid)] if roleplay else []
+        reviews = [r["reviewId"] for r in state["pending_reviews"] + state["decided_reviews"]] if state else []
+        turns = [t["turnId"] for t in state["incomplete_turns"]] if state else []
+        return Target(sid, row.leaf_entry_id or str(row.root_entry_id), path, reviews, turns)
+
+    def pick(self, ids: list[str]) -> str | None:
+        return ids[next(self.picks) % len(ids)] if ids else None
 
 
 @pytest.fixture
@@ -124,8 +220,22 @@ def test_api_conforms_to_its_schema(case, caller, real_sessions):
     _user, headers = caller
     case.call_and_validate(headers=headers, checks=CHECKS)
     if "session_id" in (case.path_parameters or {}):
-        sid, entry_id = real_sessions.get()
-        case.path_parameters["session_id"] = sid
+        target = real_sessions.get(roleplay="/roleplay/" in case.path)
+        case.path_parameters["session_id"] = target.session_id
         if "entry_id" in case.path_parameters:
-            case.path_parameters["entry_id"] = entry_id
+            case.path_parameters["entry_id"] = target.entry_id
+        if "review_id" in case.path_parameters:
+            case.path_parameters["review_id"] = real_sessions.pick(target.review_ids) or "review-none"
+        if "/roleplay/" in case.path:
+            for name in ("leaf", "from", "to"):
+                if name in (case.query or {}):
+                    case.query[name] = real_sessions.pick(target.entry_ids) or case.query[name]
+            if isinstance(case.body, dict):
+                # The leaf the caller saw (every other time: a stale one stays), a turn that is incomplete.
+                if "expected_leaf_id" in case.body and next(real_sessions.picks) % 2:
+                    case.body["expected_leaf_id"] = target.entry_id
+                if "turnId" in case.body:
+                    case.body["turnId"] = real_sessions.pick(target.turn_ids) or case.body["turnId"]
+                if "correctsCommitId" in case.body and next(real_sessions.picks) % 2:
+                    case.body["correctsCommitId"] = "commit-cut"  # the roleplay session's first commit
         case.call_and_validate(headers=headers, checks=CHECKS)

@@ -1,6 +1,7 @@
 """The reads the faces build on, on every provider: the state with provenance
 (``inspect_state_detail``), the state diff between two entries (``diff_states``),
-the review queue (``list_reviews``/``get_review``) and the roleplay errors' categories."""
+the review queue (``list_reviews``/``get_review``/``review_queue``), the checkpoints
+on a path (``list_checkpoints``) and the roleplay errors' categories."""
 
 from __future__ import annotations
 
@@ -171,6 +172,97 @@ def test_list_reviews_and_get_review(story):
     # On a branch before the proposal the review does not exist.
     with pytest.raises(errors.ReviewNotFound):
         service.get_review(story.provider, story.session_id, "review-trust", leaf_entry_id=story.entries()[2]["id"])
+
+
+def test_review_queue_splits_pending_and_decided_and_names_the_leaf_it_read(story):
+    story.haircut_story()
+    story.turn(
+        reviews=[review("review-trust", add("/trust", 0.5)), review("review-mood", add("/mood", "calm"))],
+        commit_id="commit-rescue",
+    )
+    proposal_leaf = story.leaf
+    queue = service.review_queue(story.provider, story.session_id)
+    assert (queue["leaf_entry_id"], queue["session_leaf_entry_id"], queue["at_session_leaf"]) == (
+        proposal_leaf,
+        proposal_leaf,
+        True,
+    )
+    assert queue["character_id"] == "alice"
+    assert [r["reviewId"] for r in queue["pending"]] == ["review-trust", "review-mood"] and queue["decided"] == []
+    assert queue["pending"] == service.list_reviews(story.provider, story.session_id)
+
+    decision = service.decide_review(
+        story.provider, story.session_id, "review-mood", "reject", expected_leaf_id=queue["session_leaf_entry_id"]
+    )
+    after = service.review_queue(story.provider, story.session_id)
+    assert [r["reviewId"] for r in after["pending"]] == ["review-trust"]
+    assert [(r["reviewId"], r["status"], r["decisionEntryId"]) for r in after["decided"]] == [
+        ("review-mood", "rejected", decision["id"])
+    ]
+    assert after["pending"] + after["decided"] == service.list_reviews(
+        story.provider, story.session_id, include_decided=True
+    )
+    # At an earlier entry: that branch's queue, and the session's leaf is reported apart.
+    earlier = service.review_queue(story.provider, story.session_id, leaf_entry_id=proposal_leaf)
+    assert [r["reviewId"] for r in earlier["pending"]] == ["review-trust", "review-mood"]
+    assert (earlier["leaf_entry_id"], earlier["session_leaf_entry_id"], earlier["at_session_leaf"]) == (
+        proposal_leaf,
+        decision["id"],
+        False,
+    )
+    assert story.leaf == decision["id"]  # reading never moves the leaf
+    with pytest.raises(EntryNotFound):
+        service.review_queue(story.provider, story.session_id, leaf_entry_id="deadbeef")
+    with pytest.raises(SessionNotFound):
+        service.review_queue(story.provider, "no-such-session")
+
+
+def test_list_checkpoints_on_the_path_only_root_first(story):
+    ids = story.haircut_story()
+    first = service.create_checkpoint(story.provider, story.session_id)
+    story.turn([add("/location", "royal capital")])
+    second = service.create_checkpoint(story.provider, story.session_id)
+    leaf_a = story.leaf
+
+    listed = service.list_checkpoints(story.provider, story.session_id)
+    assert [c["entry_id"] for c in listed["checkpoints"]] == [first["id"], second["id"]]
+    record = listed["checkpoints"][1]
+    assert record == {
+        "entry_id": second["id"],
+        "parent_id": second["parentId"],
+        "timestamp": second["timestamp"],
+        "character_id": "alice",
+        "revision": 2,
+        "state_hash": second["data"]["stateHash"],
+        "trigger": None,
+        "compaction_entry_id": None,
+        "valid": True,
+        "problem": None,
+    }
+    assert (listed["leaf_entry_id"], listed["at_session_leaf"]) == (leaf_a, True)
+
+    # Another branch: the checkpoints of the first are not on its path.
+    service.history_goto(story.provider, story.session_id, ids["ask_cut"])
+    story.user("Stay in the village.")
+    assert service.list_checkpoints(story.provider, story.session_id)["checkpoints"] == []
+    third = service.create_checkpoint(story.provider, story.session_id)
+    assert [c["entry_id"] for c in service.list_checkpoints(story.provider, story.session_id)["checkpoints"]] == [
+        third["id"]
+    ]
+    at_a = service.list_checkpoints(story.provider, story.session_id, leaf_entry_id=leaf_a)
+    assert [c["entry_id"] for c in at_a["checkpoints"]] == [first["id"], second["id"]]
+    assert at_a["at_session_leaf"] is False
+    # Filtered by character; one that is not valid is listed with its reason.
+    assert service.list_checkpoints(story.provider, story.session_id, character_id="bob")["checkpoints"] == []
+    forged = {**third["data"], "stateHash": "0" * 64}
+    bad = story.provider.append_custom_entry(story.session_id, "pi-roleplay-checkpoint", forged)
+    [*_, listed_bad] = service.list_checkpoints(story.provider, story.session_id, character_id="alice")["checkpoints"]
+    assert listed_bad["entry_id"] == bad["id"] and listed_bad["valid"] is False
+    assert "stateHash" in (listed_bad["problem"] or "")
+    with pytest.raises(EntryNotFound):
+        service.list_checkpoints(story.provider, story.session_id, leaf_entry_id="deadbeef")
+    with pytest.raises(SessionNotFound):
+        service.list_checkpoints(story.provider, "no-such-session")
 
 
 def test_detail_unknown_session_or_entry(story):
