@@ -212,3 +212,24 @@ def test_the_token_names_its_user_and_the_keyword_is_case_insensitive(users):
     client.credentials(HTTP_AUTHORIZATION=f"token {key}")
     session = Api(client).post("/api/sessions/", {"provider": "file"}, expected=201)
     assert session["user_id"] == "bob"
+
+
+def test_the_token_user_is_loaded_as_the_orm_loads_it(users):
+    """The plain-SQL token check builds the same user the ORM would: every
+    field equal and of the same type (datetimes aware, booleans bool), on
+    SQLite (datetimes stored as text) and on MySQL alike."""
+    from django.utils import timezone
+    from rest_framework.authtoken.models import Token
+
+    from sessiontree.api.authentication import TokenAuthentication
+
+    User.objects.filter(pk=users.bob.pk).update(last_login=timezone.now())
+    key = Token.objects.create(user=users.bob).key
+    user, token = TokenAuthentication().authenticate_credentials(key)
+    expected = User.objects.get(pk=users.bob.pk)
+    assert token.key == key and token.user is user
+    for field in User._meta.concrete_fields:
+        got, want = getattr(user, field.attname), getattr(expected, field.attname)
+        assert got == want and type(got) is type(want), field.name
+    assert timezone.is_aware(user.date_joined) and timezone.is_aware(user.last_login)
+    assert user.is_active is True and user._state.adding is False and user._state.db == "default"

@@ -55,6 +55,35 @@ def test_a_record_names_the_actor_the_channel_the_entries_and_the_leaf_move(prov
     assert record.user is None
 
 
+def test_the_record_row_reads_back_as_the_orm_would_have_stored_it(db):
+    """``audit.record`` writes one plain INSERT; the row reads back with every
+    field typed as ``AuditRecord.objects.create`` would have stored it."""
+    from django.utils import timezone
+
+    from sessiontree.services.audit import MAX_DETAIL_TEXT, Actor, record
+
+    account = get_user_model().objects.create_user("dora")
+    before = timezone.now()
+    record(
+        actor=Actor.of(account),
+        channel="admin",
+        operation="set_label",
+        session_id="s9",
+        entry_ids=["e1", "e2"],
+        leaf_before=None,
+        leaf_after="e2",
+        detail={"label": "ü✓ «x»", "long": "y" * 500, "nested": {"n": [1, 2.5, None, True]}},
+    )
+    row = AuditRecord.objects.get(session_id="s9")
+    assert (row.actor, row.user, row.channel, row.operation) == ("dora", account, "admin", "set_label")
+    assert (row.entry_ids, row.leaf_before, row.leaf_after) == (["e1", "e2"], None, "e2")
+    assert row.detail["label"] == "ü✓ «x»" and row.detail["nested"] == {"n": [1, 2.5, None, True]}
+    assert len(row.detail["long"]) == MAX_DETAIL_TEXT
+    assert timezone.is_aware(row.created_at) and before <= row.created_at <= timezone.now()
+    # Stored as JSON the database understands, not as a quoted string.
+    assert AuditRecord.objects.filter(entry_ids__1="e2", detail__nested__n__1=2.5).count() == 1
+
+
 def test_a_user_actor_is_linked_to_the_account(provider, sid):
     account = get_user_model().objects.create_user("carol")
     entries.append_message(session_id=sid, message=user("a"), provider=provider, actor=account, channel="admin")
