@@ -265,45 +265,95 @@ def _inline(value: Any) -> bytes:  # pragma: no cover - only the types above rea
     raise _NotInlinable
 
 
+def _row_literal(values: Iterable[Any], literal: Callable[[bytes], bytes]) -> bytes:
+    """``values`` as SQL literals joined by commas (text escaped by ``literal``)."""
+    return b",".join(
+        [
+            b"NULL"
+            if value is None
+            else literal(value.encode())
+            if value.__class__ is str
+            else (b"1" if value else b"0")
+            if value.__class__ is bool
+            else b"%d" % value
+            if value.__class__ is int
+            else _inline(value)
+            for value in values
+        ]
+    )
+
+
+def _literal_function() -> Callable[[bytes], bytes] | None:
+    """The MySQL client library's escaping for this thread's connection
+    (its character set and SQL mode), or ``None`` off MySQL/MariaDB."""
+    if connection.vendor != "mysql":
+        return None
+    connection.ensure_connection()
+    literal: Callable[[bytes], bytes] = connection.connection.string_literal
+    return literal
+
+
+def payload_literals(entries: Iterable[Entry]) -> list[bytes] | None:
+    """Each entry's payload columns (``encode_entry``, ``extra`` last) as
+    escaped SQL literals, the tail of its row in ``insert_statements``: the
+    expensive part of a bulk INSERT, which can be done before the write's
+    transaction (even in another thread: the escaping is that thread's own
+    connection's, on the same server and settings). ``None`` where
+    ``insert_statements`` would be."""
+    literal = _literal_function()
+    if literal is None:
+        return None
+    try:
+        return [_row_literal(_payload_values(encode_entry(entry)), literal) for entry in entries]
+    except _NotInlinable:  # pragma: no cover - encode_entry makes only the types above
+        return None
+
+
 def insert_statements(rows_params: Sequence[Sequence[Any]]) -> list[bytes] | None:
     """Multi-row INSERTs of ``rows_params`` with the values inlined, escaped
     by the MySQL client library for the connection's character set: what
     ``executemany`` sends, without its per-value Python dispatch (which cost
     about half of a bulk import). ``None`` unless on MySQL/MariaDB with only
     text, integers, booleans and NULLs (the caller then uses ``executemany``)."""
-    if connection.vendor != "mysql":
+    literal = _literal_function()
+    if literal is None:
         return None
-    connection.ensure_connection()
-    literal = connection.connection.string_literal
-    null, true, false = b"NULL", b"1", b"0"
-    statements: list[bytes] = []
-    rows: list[bytes] = []
-    size = len(_INSERT_PREFIX)
     try:
-        for params in rows_params:
-            row = b"(%b)" % b",".join(
-                [
-                    null
-                    if value is None
-                    else literal(value.encode())
-                    if value.__class__ is str
-                    else (true if value else false)
-                    if value.__class__ is bool
-                    else b"%d" % value
-                    if value.__class__ is int
-                    else _inline(value)
-                    for value in params
-                ]
-            )
-            if rows and size + len(row) + 1 > MAX_STATEMENT_BYTES:
-                statements.append(_INSERT_PREFIX + b",".join(rows))
-                rows, size = [], len(_INSERT_PREFIX)
-            rows.append(row)
-            size += len(row) + 1
+        return _packed([b"(%b)" % _row_literal(params, literal) for params in rows_params])
     except _NotInlinable:
         return None
-    if rows:
-        statements.append(_INSERT_PREFIX + b",".join(rows))
+
+
+def encoded_insert_statements(
+    session_pk: int, *, first_seq: int, depths: Sequence[int], status: str, created_at: Any, payloads: Sequence[bytes]
+) -> list[bytes] | None:
+    """``insert_statements`` of rows whose payloads are ``payload_literals``
+    already: only the leading values are added (``None`` off MySQL/MariaDB)."""
+    literal = _literal_function()
+    if literal is None:
+        return None
+    try:
+        lead = b",%b," % _row_literal([status, created_at], literal)
+    except _NotInlinable:  # pragma: no cover - db_now() is text on MySQL
+        return None
+    return _packed(
+        [b"(%d,%d,%d%b%b)" % (session_pk, first_seq + i, depth, lead, payloads[i]) for i, depth in enumerate(depths)]
+    )
+
+
+def _packed(rows: Iterable[bytes]) -> list[bytes]:
+    """Rows (``(…)`` literals) packed into INSERTs of at most ``MAX_STATEMENT_BYTES``."""
+    statements: list[bytes] = []
+    batch: list[bytes] = []
+    size = len(_INSERT_PREFIX)
+    for row in rows:
+        if batch and size + len(row) + 1 > MAX_STATEMENT_BYTES:
+            statements.append(_INSERT_PREFIX + b",".join(batch))
+            batch, size = [], len(_INSERT_PREFIX)
+        batch.append(row)
+        size += len(row) + 1
+    if batch:
+        statements.append(_INSERT_PREFIX + b",".join(batch))
     return statements
 
 
