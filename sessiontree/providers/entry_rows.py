@@ -303,10 +303,90 @@ def payload_literals(entries: Iterable[Entry]) -> list[bytes] | None:
     literal = _literal_function()
     if literal is None:
         return None
+    empty = _empty_literals(literal)
     try:
-        return [_row_literal(_payload_values(encode_entry(entry)), literal) for entry in entries]
-    except _NotInlinable:  # pragma: no cover - encode_entry makes only the types above
+        return [_payload_literal(entry, literal, empty) for entry in entries]
+    except _NotInlinable:  # a str or int subclass (never from a parsed file)
         return None
+
+
+# Per entry type: key → (column index, column kind, nullable, max length) for its typed columns.
+_LITERAL_PLANS: dict[Any, dict[str, tuple[int, str, bool, int | None]]] = {}
+
+
+def _empty_literals(literal: Callable[[bytes], bytes]) -> tuple[bytes, ...]:
+    """A row with every payload column empty: NULL, but '' for type and timestamp (as encode_entry)."""
+    blank = literal(b"")
+    return tuple(blank if name in ("type", "timestamp") else b"NULL" for name in (*PAYLOAD_COLUMN_NAMES, "extra"))
+
+
+def _literal_plan(entry_type: Any) -> dict[str, tuple[int, str, bool, int | None]]:
+    key = entry_type if isinstance(entry_type, str) and entry_type in _KEY_COLUMNS_BY_TYPE else None
+    plan = _LITERAL_PLANS.get(key)
+    if plan is None:
+        plan = {
+            k: (COLUMN_INDEX[name], COLUMNS[name].kind, COLUMNS[name].null, COLUMNS[name].max_length)
+            for k, name in key_columns(entry_type).items()
+        }
+        _LITERAL_PLANS[key] = plan
+    return plan
+
+
+def _payload_literal(entry: Entry, literal: Callable[[bytes], bytes], empty: tuple[bytes, ...] | None = None) -> bytes:
+    """``_row_literal(_payload_values(encode_entry(entry)))`` in one pass: the
+    same columns, values, checks and errors (in the same order), without the
+    intermediate dict and text (JSON goes from orjson's bytes to the literal).
+    Raises ``_NotInlinable`` for a value of a subclass of str or int."""
+    entry_id = entry.get("id")
+    entry_type = entry.get("type")
+    plan = _LITERAL_PLANS.get(entry_type) if entry_type.__class__ is str else None
+    if plan is None:
+        plan = _literal_plan(entry_type)
+    out = list(empty if empty is not None else _empty_literals(literal))
+    fields: dict[str, Any] = {}
+    for key, value in entry.items():
+        spec = plan.get(key)
+        if spec is None:
+            fields[key] = value
+            continue
+        index, kind, null, max_length = spec
+        if value is None:
+            if not null:
+                fields[key] = value
+            elif kind != JSON:
+                out[index] = b"NULL"
+            continue  # a JSON column's NULL: SQL NULL, as encode_entry
+        if kind == JSON:
+            try:
+                out[index] = literal(orjson.dumps(value))
+            except (TypeError, orjson.JSONEncodeError) as exc:
+                raise InvalidEntry(f"Entry {entry_id}: field {key!r} cannot be stored as JSON ({exc})") from None
+        elif kind in (CHAR, TEXT):
+            if not isinstance(value, str) or (max_length is not None and len(value) > max_length):
+                fields[key] = value
+                continue
+            if value.__class__ is not str:
+                raise _NotInlinable
+            try:
+                out[index] = literal(value.encode())
+            except UnicodeEncodeError:
+                raise InvalidEntry(f"Entry {entry_id}: field {key!r} is not valid Unicode text") from None
+        elif kind == INT:
+            if not isinstance(value, int) or isinstance(value, bool) or not INT64_MIN <= value <= INT64_MAX:
+                fields[key] = value
+                continue
+            if value.__class__ is not int:
+                raise _NotInlinable
+            out[index] = b"%d" % value
+        elif isinstance(value, bool):
+            out[index] = b"1" if value else b"0"
+        else:
+            fields[key] = value
+    try:
+        out[EXTRA_INDEX] = literal(orjson.dumps({"keys": list(entry), "fields": fields}))
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise InvalidEntry(f"Entry {entry_id}: field 'extra' cannot be stored as JSON ({exc})") from None
+    return b",".join(out)
 
 
 def insert_statements(rows_params: Sequence[Sequence[Any]]) -> list[bytes] | None:
