@@ -5,6 +5,8 @@ The results, failures included, are those of an import without it."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import threading
 from io import StringIO
 from pathlib import Path
@@ -228,3 +230,19 @@ def test_a_dry_run_reads_nothing_ahead(db, folder, taken):
     assert sync_json(folder, "--dry-run")["summary"]["created"] == 3
     assert taken == []
     assert not AgentSession.objects.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the nice value is per thread on Linux only")
+def test_the_read_ahead_thread_runs_nicer_than_the_import():
+    main = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    seen: list[int] = []
+
+    def probe() -> None:
+        sync_folder_module._yield_cpu()
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    assert seen == [min(19, main + sync_folder_module.READ_AHEAD_NICENESS)]
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main  # the importing thread keeps its own
