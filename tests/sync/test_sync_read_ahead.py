@@ -246,3 +246,33 @@ def test_the_read_ahead_thread_runs_nicer_than_the_import():
     thread.join()
     assert seen == [min(19, main + sync_folder_module.READ_AHEAD_NICENESS)]
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main  # the importing thread keeps its own
+
+
+def test_the_switch_interval_is_short_while_reading_ahead_and_restored_after(db, folder, monkeypatch):
+    from sessiontree.services import sessions as session_ops
+
+    for n in "abc":
+        pi.write(folder / f"{n}.jsonl", [pi.header(f"sess-{n}"), *pi.branched_entries()])
+    before = sys.getswitchinterval()
+    during: list[float] = []
+    real = session_ops.import_session
+
+    def spy(**kwargs):
+        during.append(sys.getswitchinterval())
+        return real(**kwargs)
+
+    monkeypatch.setattr(session_ops, "import_session", spy)
+    assert sync_json(folder)["summary"]["created"] == 3
+    assert during == [min(before, sync_folder_module.READ_AHEAD_SWITCH_SECONDS)] * 3
+    assert sys.getswitchinterval() == before
+    # Also when the import fails on the way.
+    for n in "def":
+        pi.write(folder / f"{n}.jsonl", [pi.header(f"sess-{n}"), *pi.branched_entries()])
+
+    def broken(**kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(session_ops, "import_session", broken)
+    with pytest.raises(KeyboardInterrupt):
+        sync_json(folder)
+    assert sys.getswitchinterval() == before
