@@ -265,45 +265,175 @@ def _inline(value: Any) -> bytes:  # pragma: no cover - only the types above rea
     raise _NotInlinable
 
 
+def _row_literal(values: Iterable[Any], literal: Callable[[bytes], bytes]) -> bytes:
+    """``values`` as SQL literals joined by commas (text escaped by ``literal``)."""
+    return b",".join(
+        [
+            b"NULL"
+            if value is None
+            else literal(value.encode())
+            if value.__class__ is str
+            else (b"1" if value else b"0")
+            if value.__class__ is bool
+            else b"%d" % value
+            if value.__class__ is int
+            else _inline(value)
+            for value in values
+        ]
+    )
+
+
+def _literal_function() -> Callable[[bytes], bytes] | None:
+    """The MySQL client library's escaping for this thread's connection
+    (its character set and SQL mode), or ``None`` off MySQL/MariaDB."""
+    if connection.vendor != "mysql":
+        return None
+    connection.ensure_connection()
+    literal: Callable[[bytes], bytes] = connection.connection.string_literal
+    return literal
+
+
+def payload_literals(entries: Iterable[Entry]) -> list[bytes] | None:
+    """Each entry's payload columns (``encode_entry``, ``extra`` last) as
+    escaped SQL literals, the tail of its row in ``insert_statements``: the
+    expensive part of a bulk INSERT, which can be done before the write's
+    transaction (even in another thread: the escaping is that thread's own
+    connection's, on the same server and settings). ``None`` where
+    ``insert_statements`` would be."""
+    literal = _literal_function()
+    if literal is None:
+        return None
+    empty = _empty_literals(literal)
+    try:
+        return [_payload_literal(entry, literal, empty) for entry in entries]
+    except _NotInlinable:  # a str or int subclass (never from a parsed file)
+        return None
+
+
+# Per entry type: key → (column index, column kind, nullable, max length) for its typed columns.
+_LITERAL_PLANS: dict[Any, dict[str, tuple[int, str, bool, int | None]]] = {}
+
+
+def _empty_literals(literal: Callable[[bytes], bytes]) -> tuple[bytes, ...]:
+    """A row with every payload column empty: NULL, but '' for type and timestamp (as encode_entry)."""
+    blank = literal(b"")
+    return tuple(blank if name in ("type", "timestamp") else b"NULL" for name in (*PAYLOAD_COLUMN_NAMES, "extra"))
+
+
+def _literal_plan(entry_type: Any) -> dict[str, tuple[int, str, bool, int | None]]:
+    key = entry_type if isinstance(entry_type, str) and entry_type in _KEY_COLUMNS_BY_TYPE else None
+    plan = _LITERAL_PLANS.get(key)
+    if plan is None:
+        plan = {
+            k: (COLUMN_INDEX[name], COLUMNS[name].kind, COLUMNS[name].null, COLUMNS[name].max_length)
+            for k, name in key_columns(entry_type).items()
+        }
+        _LITERAL_PLANS[key] = plan
+    return plan
+
+
+def _payload_literal(entry: Entry, literal: Callable[[bytes], bytes], empty: tuple[bytes, ...] | None = None) -> bytes:
+    """``_row_literal(_payload_values(encode_entry(entry)))`` in one pass: the
+    same columns, values, checks and errors (in the same order), without the
+    intermediate dict and text (JSON goes from orjson's bytes to the literal).
+    Raises ``_NotInlinable`` for a value of a subclass of str or int."""
+    entry_id = entry.get("id")
+    entry_type = entry.get("type")
+    plan = _LITERAL_PLANS.get(entry_type) if entry_type.__class__ is str else None
+    if plan is None:
+        plan = _literal_plan(entry_type)
+    out = list(empty if empty is not None else _empty_literals(literal))
+    fields: dict[str, Any] = {}
+    for key, value in entry.items():
+        spec = plan.get(key)
+        if spec is None:
+            fields[key] = value
+            continue
+        index, kind, null, max_length = spec
+        if value is None:
+            if not null:
+                fields[key] = value
+            elif kind != JSON:
+                out[index] = b"NULL"
+            continue  # a JSON column's NULL: SQL NULL, as encode_entry
+        if kind == JSON:
+            try:
+                out[index] = literal(orjson.dumps(value))
+            except (TypeError, orjson.JSONEncodeError) as exc:
+                raise InvalidEntry(f"Entry {entry_id}: field {key!r} cannot be stored as JSON ({exc})") from None
+        elif kind in (CHAR, TEXT):
+            if not isinstance(value, str) or (max_length is not None and len(value) > max_length):
+                fields[key] = value
+                continue
+            if value.__class__ is not str:
+                raise _NotInlinable
+            try:
+                out[index] = literal(value.encode())
+            except UnicodeEncodeError:
+                raise InvalidEntry(f"Entry {entry_id}: field {key!r} is not valid Unicode text") from None
+        elif kind == INT:
+            if not isinstance(value, int) or isinstance(value, bool) or not INT64_MIN <= value <= INT64_MAX:
+                fields[key] = value
+                continue
+            if value.__class__ is not int:
+                raise _NotInlinable
+            out[index] = b"%d" % value
+        elif isinstance(value, bool):
+            out[index] = b"1" if value else b"0"
+        else:
+            fields[key] = value
+    try:
+        out[EXTRA_INDEX] = literal(orjson.dumps({"keys": list(entry), "fields": fields}))
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        raise InvalidEntry(f"Entry {entry_id}: field 'extra' cannot be stored as JSON ({exc})") from None
+    return b",".join(out)
+
+
 def insert_statements(rows_params: Sequence[Sequence[Any]]) -> list[bytes] | None:
     """Multi-row INSERTs of ``rows_params`` with the values inlined, escaped
     by the MySQL client library for the connection's character set: what
     ``executemany`` sends, without its per-value Python dispatch (which cost
     about half of a bulk import). ``None`` unless on MySQL/MariaDB with only
     text, integers, booleans and NULLs (the caller then uses ``executemany``)."""
-    if connection.vendor != "mysql":
+    literal = _literal_function()
+    if literal is None:
         return None
-    connection.ensure_connection()
-    literal = connection.connection.string_literal
-    null, true, false = b"NULL", b"1", b"0"
-    statements: list[bytes] = []
-    rows: list[bytes] = []
-    size = len(_INSERT_PREFIX)
     try:
-        for params in rows_params:
-            row = b"(%b)" % b",".join(
-                [
-                    null
-                    if value is None
-                    else literal(value.encode())
-                    if value.__class__ is str
-                    else (true if value else false)
-                    if value.__class__ is bool
-                    else b"%d" % value
-                    if value.__class__ is int
-                    else _inline(value)
-                    for value in params
-                ]
-            )
-            if rows and size + len(row) + 1 > MAX_STATEMENT_BYTES:
-                statements.append(_INSERT_PREFIX + b",".join(rows))
-                rows, size = [], len(_INSERT_PREFIX)
-            rows.append(row)
-            size += len(row) + 1
+        return _packed([b"(%b)" % _row_literal(params, literal) for params in rows_params])
     except _NotInlinable:
         return None
-    if rows:
-        statements.append(_INSERT_PREFIX + b",".join(rows))
+
+
+def encoded_insert_statements(
+    session_pk: int, *, first_seq: int, depths: Sequence[int], status: str, created_at: Any, payloads: Sequence[bytes]
+) -> list[bytes] | None:
+    """``insert_statements`` of rows whose payloads are ``payload_literals``
+    already: only the leading values are added (``None`` off MySQL/MariaDB)."""
+    literal = _literal_function()
+    if literal is None:
+        return None
+    try:
+        lead = b",%b," % _row_literal([status, created_at], literal)
+    except _NotInlinable:  # pragma: no cover - db_now() is text on MySQL
+        return None
+    return _packed(
+        [b"(%d,%d,%d%b%b)" % (session_pk, first_seq + i, depth, lead, payloads[i]) for i, depth in enumerate(depths)]
+    )
+
+
+def _packed(rows: Iterable[bytes]) -> list[bytes]:
+    """Rows (``(…)`` literals) packed into INSERTs of at most ``MAX_STATEMENT_BYTES``."""
+    statements: list[bytes] = []
+    batch: list[bytes] = []
+    size = len(_INSERT_PREFIX)
+    for row in rows:
+        if batch and size + len(row) + 1 > MAX_STATEMENT_BYTES:
+            statements.append(_INSERT_PREFIX + b",".join(batch))
+            batch, size = [], len(_INSERT_PREFIX)
+        batch.append(row)
+        size += len(row) + 1
+    if batch:
+        statements.append(_INSERT_PREFIX + b",".join(batch))
     return statements
 
 

@@ -39,7 +39,7 @@ from django.db.models import OuterRef, Subquery
 from sessiontree.core.entries import MAX_ENTRY_ID_LENGTH
 from sessiontree.core.errors import EntryNotFound, ImmutableEntry, InvalidEntry, SessionNotFound
 from sessiontree.core.ids import new_entry_id
-from sessiontree.core.path import entry_depths, tree_stats
+from sessiontree.core.path import TreeStats, entry_depths, tree_stats
 from sessiontree.core.pi_session_file import gc_paused, new_session_header
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.models import AgentSession, AgentSessionEntry
@@ -47,7 +47,7 @@ from sessiontree.models import AgentSession, AgentSessionEntry
 from . import entry_rows as rows
 from . import meta
 from .port import BeforeCommit, SessionState
-from .template import TreeProvider
+from .template import CheckedCopies, TreeProvider
 
 KIND = "mysql"
 COMPLETED = AgentSessionEntry.Status.COMPLETED.value
@@ -250,8 +250,26 @@ def _atomic(work: Callable[[], T]) -> T:
         time.sleep(RETRY_BASE_SECONDS * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5))
 
 
-def _insert(session_pk: int, entries: list[Entry], *, first_seq: int, depths: list[int], status: str) -> None:
+def _insert(
+    session_pk: int,
+    entries: list[Entry],
+    *,
+    first_seq: int,
+    depths: list[int],
+    status: str,
+    payloads: list[bytes] | None = None,
+) -> None:
+    """INSERT ``entries``; ``payloads``: their ``rows.payload_literals``, encoded ahead."""
     now = rows.db_now()
+    if payloads is not None and len(entries) > 1:
+        statements = rows.encoded_insert_statements(
+            session_pk, first_seq=first_seq, depths=depths, status=status, created_at=now, payloads=payloads
+        )
+        if statements is not None:
+            with connection.cursor() as cursor:
+                for statement in statements:
+                    cursor.execute(statement)  # type: ignore[arg-type]  # bytes: values already escaped
+            return
     params = [
         rows.insert_params(session_pk, entry, entry_seq=first_seq + i, depth=depths[i], status=status, created_at=now)
         for i, entry in enumerate(entries)
@@ -486,6 +504,16 @@ class MySQLWrite(MySQLView):
             )
 
 
+@dataclass
+class _Encoded:
+    """What ``create`` computes of copied entries, computed ahead (``prepare_copies``)."""
+
+    stats: TreeStats
+    depths: dict[str, int]
+    row_depths: list[int]  # each entry's, in order
+    payloads: list[bytes] | None  # rows.payload_literals (None: not on MySQL/MariaDB)
+
+
 class MySQLStorage:
     kind = KIND
 
@@ -546,8 +574,12 @@ class MySQLStorage:
         *,
         before_commit: Callable[[SessionTreeSession], None] | None,
     ) -> SessionTreeSession:
-        stats = tree_stats(entries)
-        depths = entry_depths(entries)
+        ahead = entries.encoded if isinstance(entries, CheckedCopies) and entries.kind == KIND else None
+        if isinstance(ahead, _Encoded):
+            stats, depths, row_depths, payloads = ahead.stats, ahead.depths, ahead.row_depths, ahead.payloads
+        else:
+            stats, depths = tree_stats(entries), entry_depths(entries)
+            row_depths, payloads = [depths[e["id"]] for e in entries], None
         leaf = entries[-1]["id"] if entries else None
 
         def work() -> SessionTreeSession:
@@ -562,7 +594,7 @@ class MySQLStorage:
                 **row_fields,
             )
             if entries:
-                _insert(row.pk, entries, first_seq=1, depths=[depths[e["id"]] for e in entries], status=COMPLETED)
+                _insert(row.pk, entries, first_seq=1, depths=row_depths, status=COMPLETED, payloads=payloads)
             session = meta.to_session_dict(row)
             if before_commit is not None:
                 before_commit(session)
@@ -586,3 +618,12 @@ class MySQLSessionTreeProvider(TreeProvider):
 
     def __init__(self) -> None:
         self.storage: MySQLStorage = MySQLStorage()
+
+    def prepare_copies(self, entries: list[Entry]) -> CheckedCopies:
+        """Checked, and encoded as the SQL literals of their rows (MySQL/MariaDB only)."""
+        copied = super().prepare_copies(entries)
+        depths = entry_depths(copied)
+        copied.encoded = _Encoded(
+            tree_stats(copied), depths, [depths[e["id"]] for e in copied], rows.payload_literals(copied)
+        )
+        return copied

@@ -95,6 +95,16 @@ def check_storable(entries: list[Entry]) -> None:
             check_entry_depth(entry, max_depth=max_depth)
 
 
+class CheckedCopies(list[Entry]):
+    """Entries already checked for ``create_session(entries=...)`` by
+    ``TreeProvider.prepare_copies`` of provider ``kind``, with what its
+    storage encoded of them ahead (``encoded``; ``None``: nothing). The
+    owner must not change them afterwards: the write trusts the checks."""
+
+    kind: str = ""
+    encoded: Any = None
+
+
 class SessionWriter:
     """One session, locked for writing: the steps of one operation.
 
@@ -336,8 +346,11 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         ``parent_session_id`` links the lineage; the header's ``parentSession``
         is ``parent_session_ref`` when given (Pi writes the parent's file
         path), else that id."""
-        copied = check_copied_entries(entries or [])
-        check_storable(copied)
+        if isinstance(entries, CheckedCopies) and entries.kind == self.kind:
+            copied: list[Entry] = entries  # checked ahead by prepare_copies
+        else:
+            copied = check_copied_entries(entries or [])
+            check_storable(copied)
         session_id = meta.validate_session_id(session_id) if session_id is not None else new_session_id()
         # An imported header keeps its own creation time.
         timestamp = (header_extra or {}).get("timestamp")
@@ -360,6 +373,17 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         return self.storage.create(
             {"session_id": session_id, **row_fields}, header, copied, before_commit=before_commit
         )
+
+    def prepare_copies(self, entries: list[Entry]) -> CheckedCopies:
+        """``entries`` checked as ``create_session(entries=...)`` checks them
+        (same errors), for a caller that prepares its next write while the
+        current one runs (the folder sync's read-ahead thread); passed to
+        ``create_session`` they are not checked again. Storages may encode
+        them ahead too (the ``mysql`` provider's SQL literals)."""
+        copied = CheckedCopies(check_copied_entries(entries))
+        check_storable(copied)
+        copied.kind = self.kind
+        return copied
 
     def get_session(self, session_id: str) -> SessionTreeSession | None:
         try:
@@ -531,4 +555,12 @@ def closed_reason(status: str) -> str | None:
     return CLOSED_STATUSES.get(status)
 
 
-__all__ = ["InvalidEntry", "SessionWriter", "TreeProvider", "encode_checked", "entry_limits", "read_path"]
+__all__ = [
+    "CheckedCopies",
+    "InvalidEntry",
+    "SessionWriter",
+    "TreeProvider",
+    "encode_checked",
+    "entry_limits",
+    "read_path",
+]

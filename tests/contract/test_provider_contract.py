@@ -621,6 +621,51 @@ def test_copied_entries_that_are_no_tree_create_nothing(provider, entries, error
     assert provider.list_entries("copy") == []
 
 
+@pytest.mark.parametrize(
+    ("entries", "error"),
+    [
+        ([stored("dup00001", None), stored("dup00001", None)], "InvalidTree"),
+        ([stored("a0000001", "b0000001"), stored("b0000001", "a0000001")], "InvalidTree"),
+        ([{**stored("x", None), "id": 5}], "InvalidEntry"),
+        ([{**stored("a0000001", None), "odd": {1, 2}}], "InvalidEntry"),
+        ([{**stored("a0000001", None), "odd": "lone \ud800 surrogate"}], "InvalidEntry"),
+    ],
+    ids=["duplicate-id", "cycle", "int-id", "set", "surrogate"],
+)
+def test_copies_prepared_ahead_are_refused_as_create_session_refuses_them(provider, entries, error):
+    with pytest.raises(InvalidEntry) as ahead:
+        provider.prepare_copies(entries)
+    with pytest.raises(InvalidEntry) as direct:
+        provider.create_session(session_id="copy", entries=entries)
+    assert type(ahead.value).__name__ == type(direct.value).__name__ == error
+    assert str(ahead.value) == str(direct.value)
+    assert provider.get_session("copy") is None
+
+
+def test_copies_prepared_ahead_are_stored_as_given_ones(provider):
+    entries = [
+        stored("a0000001", None),
+        {**stored("b0000001", "a0000001"), "odd": "quote ' back\\slash NUL\x00 é 😀", "n": float("nan")},
+        stored("c0000001", "a0000001"),
+        {
+            "type": "compaction",
+            "id": "d0000001",
+            "parentId": "c0000001",
+            "timestamp": "t",
+            "summary": "s",
+            "firstKeptEntryId": "c0000001",
+            "tokensBefore": 10,
+        },
+    ]
+    provider.create_session(session_id="given", entries=[dict(e) for e in entries])
+    provider.create_session(session_id="ahead", entries=provider.prepare_copies([dict(e) for e in entries]))
+    assert provider.list_entries("ahead") == provider.list_entries("given")
+    assert provider.get_active_path("ahead") == provider.get_active_path("given")
+    given, ahead = provider.get_session("given"), provider.get_session("ahead")
+    for key in ("entry_count", "branch_count", "leaf_entry_id", "root_entry_id"):
+        assert ahead[key] == given[key]
+
+
 def test_copied_orphans_are_kept_and_act_as_roots(provider):
     # e.g. a fork whose first entry hung from an entry of another session
     entries = [stored("a0000001", "other001"), stored("b0000001", "a0000001")]
