@@ -263,7 +263,11 @@ def test_promote_leaves_frozen_objects_frozen(collector_on):
         assert count > 0
         with gc_paused(promote=True):
             built = [[] for _ in range(10)]
-        assert gc.get_freeze_count() == count
+        # Nothing was frozen or unfrozen: promoting would have added the ten
+        # lists (or emptied the permanent generation, thousands of objects).
+        # A frozen object that some thread frees meanwhile leaves it, so the
+        # count may drop by a few (seen once in a full run: by one).
+        assert count - 5 <= gc.get_freeze_count() <= count
         assert in_generation(built, 0)
     finally:
         gc.unfreeze()
