@@ -22,6 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def setup_django(tmp: str) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # As in production: DEBUG off (with it on, Django keeps every SQL statement in memory).
+    os.environ["DJANGO_DEBUG"] = "0"
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 50)
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost")
     os.environ.pop("DATABASE_URL", None)
     os.environ["SQLITE_PATH"] = os.path.join(tmp, "bench.sqlite3")
     import django

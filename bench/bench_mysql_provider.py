@@ -8,7 +8,12 @@ Prints:
   the deep session);
 - active path and context of a 10,000-entry session with 50 branches;
 - the floor: a plain autocommit ``INSERT`` loop with mysqlclient into the same
-  table, and the provider's append latency as a multiple of it.
+  table, and the provider's append latency as a multiple of it;
+- the design's locked append sent as raw SQL with mysqlclient (the session
+  row's ``SELECT … FOR UPDATE``, the ``INSERT``, the session ``UPDATE``,
+  ``COMMIT``; no Python or Django in between), alternating with the plain
+  ``INSERT``: the lowest multiple of the floor the locked design can reach
+  on the server.
 
 Creates its own database (``sessiontree_bench`` by default), migrates it and
 drops it at the end. Run from the repository root:
@@ -54,6 +59,10 @@ def server_url(database: str) -> tuple[str, dict[str, Any]]:
 def setup_django(url: str) -> None:
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # As in production: DEBUG off (with it on, Django keeps every SQL statement in memory).
+    os.environ["DJANGO_DEBUG"] = "0"
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 50)
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost")
     import django
 
     django.setup()
@@ -170,6 +179,68 @@ def floor_insert_ms(connect: dict[str, Any], database: str, session_pk: int, sam
     return statistics.median(timings), samples / total
 
 
+def raw_locked_append_ms(connect: dict[str, Any], database: str, session_pk: int, samples: int) -> tuple[float, float]:
+    """The floor of the design's locked append, without Python or Django in the way:
+    the same statements the provider sends (``SELECT … FOR UPDATE`` of the session
+    row, the entry ``INSERT``, the session ``UPDATE``, ``COMMIT``) through mysqlclient
+    on a connection that stays out of autocommit (so no ``SET autocommit`` round
+    trips), alternating in blocks of 25 with the plain autocommit ``INSERT``.
+    Returns the medians (ms) of the locked transaction and of the INSERT."""
+    import MySQLdb
+    import orjson
+
+    locked = MySQLdb.connect(database=database, **connect)
+    locked.autocommit(False)
+    plain = MySQLdb.connect(database=database, **connect)
+    plain.autocommit(True)
+    lock_cursor, plain_cursor = locked.cursor(), plain.cursor()
+    insert = (
+        "INSERT INTO neta_agent_session_entry (session_id, entry_id, parent_entry_id, entry_seq, depth, "
+        "type, timestamp, message, status, extra, created_at) "
+        "VALUES (%s, %s, %s, %s, %s, 'message', '2026-01-01T00:00:00.000Z', %s, 'completed', '{}', NOW(6))"
+    )
+    select = (
+        "SELECT id, provider, status, leaf_entry_id, root_entry_id, entry_count, branch_count, "
+        "compaction_count, leaf_depth, leaf_in_flight, leaf_has_children "
+        "FROM neta_agent_session WHERE id = %s FOR UPDATE"
+    )
+    update = (
+        "UPDATE neta_agent_session SET leaf_entry_id = %s, entry_count = %s, leaf_depth = %s, "
+        "leaf_in_flight = 0, leaf_has_children = 0, updated_at = NOW(6) WHERE id = %s"
+    )
+    plain_cursor.execute(
+        "SELECT COALESCE(MAX(entry_seq), 0) FROM neta_agent_session_entry WHERE session_id = %s", [session_pk]
+    )
+    seq = int(plain_cursor.fetchone()[0])
+    locked_ms: list[float] = []
+    plain_ms: list[float] = []
+    parent = None
+    for block in range(0, samples, 25):
+        for i in range(block, min(samples, block + 25)):
+            seq += 1
+            entry_id = f"r{seq:07x}"
+            body = orjson.dumps(message(i)).decode()
+            start = time.perf_counter()
+            lock_cursor.execute(select, [session_pk])
+            lock_cursor.fetchone()
+            lock_cursor.execute(insert, (session_pk, entry_id, parent, seq, seq - 1, body))
+            lock_cursor.execute(update, (entry_id, seq, seq - 1, session_pk))
+            locked.commit()
+            locked_ms.append((time.perf_counter() - start) * 1000)
+            parent = entry_id
+        for i in range(block, min(samples, block + 25)):
+            seq += 1
+            entry_id = f"r{seq:07x}"
+            body = orjson.dumps(message(i)).decode()
+            start = time.perf_counter()
+            plain_cursor.execute(insert, (session_pk, entry_id, parent, seq, seq - 1, body))
+            plain_ms.append((time.perf_counter() - start) * 1000)
+            parent = entry_id
+    locked.close()
+    plain.close()
+    return statistics.median(locked_ms), statistics.median(plain_ms)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=300, help="timed appends per depth")
@@ -246,6 +317,14 @@ def run(args: argparse.Namespace, connect: dict[str, Any]) -> None:
     floor_ms, floor_rate = floor_insert_ms(connect, args.database, floor_pk, args.samples * 3)
     print(f"floor: plain autocommit INSERT median {floor_ms:.3f} ms ({floor_rate:.0f} rows/s)")
     print(f"ratio append/floor: {shallow / floor_ms:.2f} at depth 10, {deep / floor_ms:.2f} at depth {args.deep}")
+
+    # 4. the design's locked append as raw SQL (no Python/Django overhead), against the floor
+    raw_pk = AgentSession.objects.get(session_id=provider.create_session(session_id="raw")["session_id"]).pk
+    raw_ms, raw_floor_ms = raw_locked_append_ms(connect, args.database, raw_pk, args.samples * 3)
+    print(
+        f"raw locked append (SELECT FOR UPDATE + INSERT + UPDATE + COMMIT, mysqlclient, no autocommit toggling): "
+        f"median {raw_ms:.3f} ms vs plain INSERT {raw_floor_ms:.3f} ms, alternating: ratio {raw_ms / raw_floor_ms:.2f}"
+    )
 
 
 if __name__ == "__main__":
