@@ -26,6 +26,7 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import DataError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.urls import Resolver404, resolve
 from django.views import defaults
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -138,29 +139,45 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 # --- Django's own error pages, in the API's shape under /api/ ------------------------
 
 
-def _is_api(request: HttpRequest) -> bool:
+def is_api_request(request: HttpRequest) -> bool:
     return request.path.startswith(API_PREFIX)
 
 
+def _with_slash(request: HttpRequest) -> str | None:
+    """``request``'s path with a final slash, if that is an endpoint (and the path lacks it)."""
+    path = request.path_info
+    if path.endswith("/"):
+        return None
+    try:
+        resolve(path + "/", getattr(request, "urlconf", None))
+    except Resolver404:
+        return None
+    return request.path + "/"
+
+
 def bad_request(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if _is_api(request):
+    if is_api_request(request):
         return JsonResponse(error_body("bad_request", "Bad request."), status=400)
     return defaults.bad_request(request, exception)
 
 
 def permission_denied(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if _is_api(request):
+    if is_api_request(request):
         return JsonResponse(error_body("permission_denied", "Permission denied."), status=403)
     return defaults.permission_denied(request, exception)
 
 
 def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
-    if _is_api(request):
+    if is_api_request(request):
+        slashed = _with_slash(request)
+        if slashed is not None:
+            message = f"No API endpoint at {request.path}: API paths end with '/', use {slashed}"
+            return JsonResponse(error_body("not_found", message, {"did_you_mean": slashed}), status=404)
         return JsonResponse(error_body("not_found", f"No API endpoint at {request.path}."), status=404)
     return defaults.page_not_found(request, exception)
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
-    if _is_api(request):
+    if is_api_request(request):
         return JsonResponse(error_body("internal_error", "Internal server error."), status=500)
     return defaults.server_error(request)

@@ -168,6 +168,26 @@ def test_unknown_path_method_media_type_and_accept(api, session_id):
     error_of(api.client.get("/api/sessions/?format=xml"), 404, "not_found")
 
 
+def test_a_path_without_its_final_slash_is_a_404_naming_the_right_one_never_a_redirect(api, session_id, client):
+    """A 301 to the slashed path would turn a POST into a GET in most clients
+    (a create silently becoming a list): under /api/ it is a JSON 404 instead."""
+    from sessiontree.models import AgentSession
+
+    before = AgentSession.objects.count()
+    error = error_of(api.client.post("/api/sessions", {"title": "lost"}, format="json"), 404, "not_found")
+    assert error["details"] == {"did_you_mean": "/api/sessions/"}
+    assert "/api/sessions/" in error["message"]
+    assert AgentSession.objects.count() == before
+    entries = f"/api/sessions/{session_id}/entries"
+    error = error_of(api.client.get(entries, {"type": "message"}), 404, "not_found")
+    assert error["details"] == {"did_you_mean": entries + "/"}
+    # No slashed twin: a plain 404, no suggestion.
+    assert error_of(api.client.get("/api/nothing-here"), 404, "not_found")["details"] == {}
+    # Outside the API Django's redirect stays (the admin is for browsers).
+    response = client.get("/admin")
+    assert response.status_code == 301 and response["Location"] == "/admin/"
+
+
 def test_conflicts_are_409(api, session_id):
     leaf = api.get(f"/api/sessions/{session_id}/")["leaf_entry_id"]
     url = f"/api/sessions/{session_id}/entries/"
