@@ -29,7 +29,7 @@ appends the automatic checkpoint as the compaction entry's child.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal, TypedDict
 
@@ -1094,12 +1094,52 @@ def _checkpoint_hook(event: HookEvent) -> None:
         )
 
 
+class BranchState(Mapping[str, Any]):
+    """The roleplay state (``RoleplayState``'s keys) at one entry of a
+    session, reduced when it is first read.
+
+    What the after-navigate/fork hooks hand out. Most moves are never asked
+    about their roleplay state (most sessions hold none), and reducing a long
+    path costs far more than the move (a 10,000-entry session on MariaDB:
+    57 ms per navigation with an eager reduction, 6 ms without). The entry is
+    fixed when the hook runs, and the path to an entry never changes in an
+    append-only tree: read later, this is still the state of the branch the
+    move landed on."""
+
+    def __init__(self, provider: SessionTreeProvider, session_id: str, leaf_entry_id: str | None) -> None:
+        self.provider = provider
+        self.session_id = session_id
+        self.leaf_entry_id = leaf_entry_id
+        self._state: dict[str, Any] | None = None
+
+    @property
+    def reduced(self) -> bool:
+        return self._state is not None
+
+    def _value(self) -> dict[str, Any]:
+        if self._state is None:
+            self._state = dict(inspect_state(self.provider, self.session_id, leaf_entry_id=self.leaf_entry_id))
+        return self._state
+
+    def __getitem__(self, key: str) -> Any:
+        return self._value()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._value())
+
+    def __len__(self) -> int:
+        return len(self._value())
+
+
 def _state_after_move(event: HookEvent) -> None:
     """Pi's ``session_tree``/``session_fork`` for roleplay: the state of the
     branch now active is re-derived from its own path (seed 003 §3), never
-    carried over from the old leaf."""
-    session_id = event.result["session_id"] if event.name == "after_fork" else event.session_id
-    event.extras["roleplay_state"] = inspect_state(event.provider, session_id)
+    carried over from the old leaf; reduced only if someone reads it."""
+    if event.name == "after_fork":
+        session_id, leaf_id = event.result["session_id"], event.result["leaf_entry_id"]
+    else:
+        session_id, leaf_id = event.session_id, event.result["leaf_entry_id"]
+    event.extras["roleplay_state"] = BranchState(event.provider, session_id, leaf_id)
 
 
 def compact_with_checkpoint(provider: SessionTreeProvider, session_id: str, **kwargs: Any) -> dict[str, Any]:

@@ -181,6 +181,32 @@ def test_the_roleplay_layer_re_derives_the_state_of_the_branch_it_lands_on(provi
     assert extras[-1]["roleplay_state"]["character_id"] == "alice"
 
 
+def test_the_roleplay_state_after_a_move_is_reduced_only_when_read(provider, registered, monkeypatch):
+    """Most moves are never asked about roleplay: the hook hands out the
+    branch's state unreduced. Read later, after more moves, it is still the
+    state of the branch that move landed on."""
+    from roleplay import service as roleplay_service
+
+    story = Story(provider)
+    ids = story.haircut_story()
+    reductions: list[object] = []
+    real = roleplay_service.inspect_state
+    monkeypatch.setattr(
+        roleplay_service, "inspect_state", lambda *a, **k: reductions.append(k.get("leaf_entry_id")) or real(*a, **k)
+    )
+    extras: list[dict] = []
+    registered("after_navigate", lambda hook_event: extras.append(dict(hook_event.extras)))
+    services.navigate_tree(provider, story.session_id, ids["ask_cut"])  # before the haircut
+    before_cut = extras[-1]["roleplay_state"]
+    services.navigate_tree(provider, story.session_id, ids["cut"])
+    after_cut = extras[-1]["roleplay_state"]
+    assert reductions == [] and not before_cut.reduced and not after_cut.reduced
+    assert (before_cut["revision"], after_cut["revision"]) == (0, 1)  # read after both moves
+    assert dict(before_cut)["character_id"] == "alice" and len(reductions) == 2
+    assert isinstance(before_cut["state"], dict) and after_cut["revision"] == 1  # read again:
+    assert len(reductions) == 2  # no new reduction
+
+
 def test_a_before_hook_may_refuse_with_a_typed_bad_input_error(provider, registered):
     entries = chain(provider, 2)
 
