@@ -18,14 +18,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_mysql_provider import production_settings
 
 
 def setup_django(tmp: str) -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    # As in production: DEBUG off (with it on, Django keeps every SQL statement in memory).
-    os.environ["DJANGO_DEBUG"] = "0"
-    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 50)
-    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost")
+    production_settings()
     os.environ.pop("DATABASE_URL", None)
     os.environ["SQLITE_PATH"] = os.path.join(tmp, "bench.sqlite3")
     import django

@@ -56,13 +56,19 @@ def server_url(database: str) -> tuple[str, dict[str, Any]]:
     return urlunsplit((parts.scheme, parts.netloc, f"/{database}", parts.query, "")), connect
 
 
-def setup_django(url: str) -> None:
-    os.environ["DATABASE_URL"] = url
+def production_settings() -> None:
+    """Run Django as in production: DEBUG off (with it on, Django keeps every
+    SQL statement in memory), so the settings want a secret key and allowed
+    hosts: bench-only placeholders unless the environment has its own."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-    # As in production: DEBUG off (with it on, Django keeps every SQL statement in memory).
     os.environ["DJANGO_DEBUG"] = "0"
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 50)
     os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost")
+
+
+def setup_django(url: str) -> None:
+    os.environ["DATABASE_URL"] = url
+    production_settings()
     import django
 
     django.setup()
@@ -151,6 +157,14 @@ def median_ms(fn, repeat: int) -> float:
     return statistics.median(timings)
 
 
+# One entry row, as plainly as it can be inserted (the floor's statement).
+INSERT_ENTRY_SQL = (
+    "INSERT INTO neta_agent_session_entry (session_id, entry_id, parent_entry_id, entry_seq, depth, "
+    "type, timestamp, message, status, extra, created_at) "
+    "VALUES (%s, %s, %s, %s, %s, 'message', '2026-01-01T00:00:00.000Z', %s, 'completed', '{}', NOW(6))"
+)
+
+
 def floor_insert_ms(connect: dict[str, Any], database: str, session_pk: int, samples: int) -> tuple[float, float]:
     """Median ms per plain autocommit INSERT of one entry row, and rows/s."""
     import MySQLdb
@@ -159,11 +173,6 @@ def floor_insert_ms(connect: dict[str, Any], database: str, session_pk: int, sam
     conn = MySQLdb.connect(database=database, **connect)
     conn.autocommit(True)
     cursor = conn.cursor()
-    sql = (
-        "INSERT INTO neta_agent_session_entry (session_id, entry_id, parent_entry_id, entry_seq, depth, "
-        "type, timestamp, message, status, extra, created_at) "
-        "VALUES (%s, %s, %s, %s, %s, 'message', '2026-01-01T00:00:00.000Z', %s, 'completed', '{}', NOW(6))"
-    )
     timings = []
     parent = None
     start_all = time.perf_counter()
@@ -171,7 +180,7 @@ def floor_insert_ms(connect: dict[str, Any], database: str, session_pk: int, sam
         entry_id = f"f{i:07x}"
         params = (session_pk, entry_id, parent, i + 1, i, orjson.dumps(message(i)).decode())
         start = time.perf_counter()
-        cursor.execute(sql, params)
+        cursor.execute(INSERT_ENTRY_SQL, params)
         timings.append((time.perf_counter() - start) * 1000)
         parent = entry_id
     total = time.perf_counter() - start_all
@@ -194,11 +203,7 @@ def raw_locked_append_ms(connect: dict[str, Any], database: str, session_pk: int
     plain = MySQLdb.connect(database=database, **connect)
     plain.autocommit(True)
     lock_cursor, plain_cursor = locked.cursor(), plain.cursor()
-    insert = (
-        "INSERT INTO neta_agent_session_entry (session_id, entry_id, parent_entry_id, entry_seq, depth, "
-        "type, timestamp, message, status, extra, created_at) "
-        "VALUES (%s, %s, %s, %s, %s, 'message', '2026-01-01T00:00:00.000Z', %s, 'completed', '{}', NOW(6))"
-    )
+    insert = INSERT_ENTRY_SQL
     select = (
         "SELECT id, provider, status, leaf_entry_id, root_entry_id, entry_count, branch_count, "
         "compaction_count, leaf_depth, leaf_in_flight, leaf_has_children "

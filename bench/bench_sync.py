@@ -35,30 +35,17 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-DEFAULT_URL = "mysql://root@127.0.0.1:3306/test"
+from bench_mysql_provider import production_settings, server_url
+
 TARGET_RATE = 20_000
 TARGET_RERUN_S = 5.0
 TARGET_INDEX_S = 10.0
-
-
-def server(database: str) -> tuple[str, dict[str, Any]]:
-    parts = urlsplit(os.environ.get("DATABASE_URL") or DEFAULT_URL)
-    if not parts.scheme.startswith("mysql"):
-        sys.exit(f"DATABASE_URL must be a mysql:// URL for this benchmark, not {parts.scheme}://")
-    connect = {
-        "host": parts.hostname or "127.0.0.1",
-        "port": parts.port or 3306,
-        "user": parts.username or "root",
-        "password": parts.password or "",
-        "charset": "utf8mb4",
-    }
-    return urlunsplit((parts.scheme, parts.netloc, f"/{database}", parts.query, "")), connect
 
 
 def ts(i: int) -> str:
@@ -255,7 +242,7 @@ def main() -> None:
 
     import MySQLdb
 
-    url, connect = server(args.database)
+    url, connect = server_url(args.database)
     admin = MySQLdb.connect(**connect)
     admin.cursor().execute(f"DROP DATABASE IF EXISTS `{args.database}`")
     admin.cursor().execute(f"CREATE DATABASE `{args.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci")
@@ -264,11 +251,7 @@ def main() -> None:
     file_root = tempfile.mkdtemp(prefix="bench-sync-root-")  # the file provider's own root (stays empty)
     try:
         os.environ["DATABASE_URL"] = url
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-        # As in production: DEBUG off (with it on, Django keeps every SQL statement in memory).
-        os.environ["DJANGO_DEBUG"] = "0"
-        os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 50)
-        os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost")
+        production_settings()
         os.environ["SESSIONTREE_FILE_ROOT"] = file_root
         import django
 

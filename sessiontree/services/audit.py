@@ -137,7 +137,7 @@ def record(
 
     One plain ``INSERT``: this runs on every write of every face, and building
     and saving a model instance cost as much CPU as the provider's own append.
-    The row is exactly what ``AuditRecord.objects.create`` would store."""
+    The row reads back as ``AuditRecord.objects.create`` would have stored it."""
     ops = connection.ops
     values = [
         ops.adapt_datetimefield_value(timezone.now()),
