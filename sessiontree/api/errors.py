@@ -34,20 +34,11 @@ from rest_framework.views import set_rollback
 
 from sessiontree.core.errors import SessionTreeError
 
+from .exceptions import RequestTooLarge
+
 logger = logging.getLogger(__name__)
 
 API_PREFIX = "/api/"
-
-
-class RequestTooLarge(exceptions.APIException):
-    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
-    default_code = "request_too_large"
-    default_detail = "The request body is too large."
-
-    @classmethod
-    def over(cls, size: int | None, limit: int) -> RequestTooLarge:
-        told = f"{size:,} bytes" if size is not None else "more than the limit"
-        return cls(f"The request body is {told}; the limit is {limit:,} bytes (DATA_UPLOAD_MAX_MEMORY_SIZE).")
 
 
 def error_body(code: str, message: str, details: Any = None) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from rest_framework.parsers import BaseParser
 
 from sessiontree.core.entries import json_depth_exceeds
 
-from .errors import RequestTooLarge
+from .exceptions import RequestTooLarge
 
 # Entries nest at most SESSIONTREE_MAX_ENTRY_DEPTH (30) levels and are refused
 # beyond it with a 413 naming the entry; a body may nest a little deeper than
