@@ -188,18 +188,27 @@ def floor_insert_ms(connect: dict[str, Any], database: str, session_pk: int, sam
     return statistics.median(timings), samples / total
 
 
-def raw_locked_append_ms(connect: dict[str, Any], database: str, session_pk: int, samples: int) -> tuple[float, float]:
+def raw_locked_append_ms(
+    connect: dict[str, Any], database: str, session_pk: int, samples: int, *, batched: bool = False
+) -> tuple[float, float]:
     """The floor of the design's locked append, without Python or Django in the way:
     the same statements the provider sends (``SELECT … FOR UPDATE`` of the session
     row, the entry ``INSERT``, the session ``UPDATE``, ``COMMIT``) through mysqlclient
     on a connection that stays out of autocommit (so no ``SET autocommit`` round
     trips), alternating in blocks of 25 with the plain autocommit ``INSERT``.
+    With ``batched`` the same transaction takes two round trips instead of four
+    (multi-statements: ``START TRANSACTION; SELECT … FOR UPDATE``, then
+    ``INSERT …; UPDATE …; COMMIT``): the least any locked append can cost.
     Returns the medians (ms) of the locked transaction and of the INSERT."""
     import MySQLdb
     import orjson
+    from MySQLdb.constants import CLIENT
 
-    locked = MySQLdb.connect(database=database, **connect)
-    locked.autocommit(False)
+    if batched:
+        locked = MySQLdb.connect(database=database, client_flag=CLIENT.MULTI_STATEMENTS, **connect)
+    else:
+        locked = MySQLdb.connect(database=database, **connect)
+        locked.autocommit(False)
     plain = MySQLdb.connect(database=database, **connect)
     plain.autocommit(True)
     lock_cursor, plain_cursor = locked.cursor(), plain.cursor()
@@ -226,11 +235,24 @@ def raw_locked_append_ms(connect: dict[str, Any], database: str, session_pk: int
             entry_id = f"r{seq:07x}"
             body = orjson.dumps(message(i)).decode()
             start = time.perf_counter()
-            lock_cursor.execute(select, [session_pk])
-            lock_cursor.fetchone()
-            lock_cursor.execute(insert, (session_pk, entry_id, parent, seq, seq - 1, body))
-            lock_cursor.execute(update, (entry_id, seq, seq - 1, session_pk))
-            locked.commit()
+            if batched:
+                lock_cursor.execute("START TRANSACTION; " + lock_cursor.mogrify(select, [session_pk]))
+                lock_cursor.nextset()
+                lock_cursor.fetchone()
+                statements = [
+                    lock_cursor.mogrify(insert, (session_pk, entry_id, parent, seq, seq - 1, body)),
+                    lock_cursor.mogrify(update, (entry_id, seq, seq - 1, session_pk)),
+                    "COMMIT",
+                ]
+                lock_cursor.execute("; ".join(statements))
+                while lock_cursor.nextset():
+                    pass
+            else:
+                lock_cursor.execute(select, [session_pk])
+                lock_cursor.fetchone()
+                lock_cursor.execute(insert, (session_pk, entry_id, parent, seq, seq - 1, body))
+                lock_cursor.execute(update, (entry_id, seq, seq - 1, session_pk))
+                locked.commit()
             locked_ms.append((time.perf_counter() - start) * 1000)
             parent = entry_id
         for i in range(block, min(samples, block + 25)):
@@ -329,6 +351,15 @@ def run(args: argparse.Namespace, connect: dict[str, Any]) -> None:
     print(
         f"raw locked append (SELECT FOR UPDATE + INSERT + UPDATE + COMMIT, mysqlclient, no autocommit toggling): "
         f"median {raw_ms:.3f} ms vs plain INSERT {raw_floor_ms:.3f} ms, alternating: ratio {raw_ms / raw_floor_ms:.2f}"
+    )
+    batched_pk = AgentSession.objects.get(session_id=provider.create_session(session_id="raw-batched")["session_id"]).pk
+    batched_ms, batched_floor_ms = raw_locked_append_ms(
+        connect, args.database, batched_pk, args.samples * 3, batched=True
+    )
+    print(
+        f"the same in 2 round trips (multi-statements: START TRANSACTION + SELECT FOR UPDATE; INSERT + UPDATE + COMMIT): "
+        f"median {batched_ms:.3f} ms vs plain INSERT {batched_floor_ms:.3f} ms, alternating: "
+        f"ratio {batched_ms / batched_floor_ms:.2f}"
     )
 
 
