@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_mysql_provider import branched_entries, message, server_url  # noqa: E402
+from machine import describe  # noqa: E402
 
 HOST = "127.0.0.1"
 
@@ -397,6 +398,7 @@ def main() -> None:
     import MySQLdb
 
     url, connect = server_url(args.database)
+    print(describe(connect))
     env = production_env(url)
     os.environ.update(env)
     admin = MySQLdb.connect(**connect)

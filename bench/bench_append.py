@@ -184,6 +184,11 @@ def main() -> None:
     base_rev = subprocess.run(
         ["git", "rev-parse", "--short", args.base], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.strip()
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_mysql_provider import server_url
+    from machine import describe
+
+    print(describe(server_url("test")[1]))  # the server's round trip (no database needed)
     tmp = Path(tempfile.mkdtemp(prefix="bench-append-"))
     base_tree = tmp / "base"
     subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base_tree), base_rev], cwd=ROOT, check=True)

@@ -50,6 +50,9 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=300)
     parser.add_argument("--large", type=int, default=10_000)
     args = parser.parse_args()
+    from machine import describe  # beside this script
+
+    print(describe())
     with tempfile.TemporaryDirectory() as tmp:
         setup_django(tmp)
         from sessiontree.providers.file_provider import FileSessionTreeProvider

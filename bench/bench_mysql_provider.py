@@ -282,6 +282,9 @@ def main() -> None:
     import MySQLdb
 
     url, connect = server_url(args.database)
+    from machine import describe  # beside this script
+
+    print(describe(connect))
     admin = MySQLdb.connect(**connect)
     admin.cursor().execute(f"DROP DATABASE IF EXISTS `{args.database}`")
     admin.cursor().execute(f"CREATE DATABASE `{args.database}` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
