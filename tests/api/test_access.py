@@ -233,3 +233,16 @@ def test_the_token_user_is_loaded_as_the_orm_loads_it(users):
         assert got == want and type(got) is type(want), field.name
     assert timezone.is_aware(user.date_joined) and timezone.is_aware(user.last_login)
     assert user.is_active is True and user._state.adding is False and user._state.db == "default"
+
+
+@pytest.mark.parametrize("owner", ["alice ", "Alice", "ALICE"])
+def test_a_lookalike_user_id_is_another_owner_in_the_list_and_in_each_session(alice, users, owner):
+    """Ownership compares user names exactly: the list and a session's own
+    URL agree, whatever collation the database has (docs/mysql-provider.md)."""
+    from sessiontree import services
+
+    other = services.sessions.create_session(actor="system", channel="internal", kind="mysql", user_id=owner)
+    own = Api(alice).create_session("mysql")["session_id"]
+    listed = [s["session_id"] for s in alice.get("/api/sessions/").json()["results"]]
+    assert listed == [own]
+    assert alice.get(f"/api/sessions/{other['session_id']}/").status_code == 404

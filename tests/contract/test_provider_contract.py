@@ -6,6 +6,8 @@ the bad-input and branching rules of DESIGN.md.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sessiontree.core.context_builder import build_session_context
@@ -354,6 +356,48 @@ def test_duplicate_entry_id_is_refused(provider):
     with pytest.raises(InvalidEntry, match="dup00001"):
         provider.append_entry("s1", {"type": "message", "id": "dup00001", "message": user("y")})
     assert provider.list_entries("s1") == [first]
+
+
+# Ids that a case-insensitive or PAD SPACE database collation would take for "ab12".
+LOOKALIKE_IDS = ["AB12", "ab12 ", "Ab12"]
+
+
+@pytest.mark.parametrize("lookalike", LOOKALIKE_IDS)
+def test_ids_that_differ_only_by_case_or_trailing_spaces_are_other_ids(provider, lookalike):
+    """As in Pi (and in a file): ids compare exactly, whatever the database's collation."""
+    provider.create_session(session_id="s1")
+    first = provider.append_entry("s1", {"type": "message", "id": "ab12", "message": user("x")})
+    second = provider.append_message("s1", user("y"))
+    # No entry has the lookalike id yet: nothing may find "ab12" for it.
+    with pytest.raises(EntryNotFound):
+        provider.switch_leaf("s1", lookalike)
+    with pytest.raises(EntryNotFound):
+        provider.get_entry("s1", lookalike)
+    with pytest.raises(EntryNotFound):
+        provider.append_label_change("s1", lookalike, "l")
+    assert provider.get_session("s1")["leaf_entry_id"] == second["id"]
+    assert ids(provider.get_active_path("s1")) == ["ab12", second["id"]]
+    # It is a free id: stored as a new entry beside "ab12", found exactly.
+    other = provider.append_entry("s1", {"type": "message", "id": lookalike, "message": user("z")})
+    assert other["id"] == lookalike
+    assert provider.get_entry("s1", lookalike)["message"]["content"] == "z"
+    assert provider.get_entry("s1", "ab12") == first
+    provider.switch_leaf("s1", "ab12")
+    assert ids(provider.get_active_path("s1")) == ["ab12"]
+    provider.switch_leaf("s1", lookalike)
+    assert ids(provider.get_active_path("s1")) == ["ab12", second["id"], lookalike]
+    with pytest.raises(InvalidEntry, match=re.escape(lookalike)):
+        provider.append_entry("s1", {"type": "message", "id": lookalike, "message": user("again")})
+
+
+def test_session_ids_that_differ_only_by_case_are_other_sessions(provider):
+    provider.create_session(session_id="Case-1")
+    provider.append_message("Case-1", user("upper"))
+    provider.create_session(session_id="case-1")
+    provider.append_message("case-1", user("lower"))
+    assert [e["message"]["content"] for e in provider.list_entries("Case-1")] == ["upper"]
+    assert [e["message"]["content"] for e in provider.list_entries("case-1")] == ["lower"]
+    assert provider.get_session("CASE-1") is None
 
 
 def test_unknown_and_malicious_sessions(provider):
