@@ -45,7 +45,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_mysql_provider import branched_entries, message, server_url  # noqa: E402
-from machine import describe  # noqa: E402
+from machine import describe, median_ms  # noqa: E402
 
 HOST = "127.0.0.1"
 
@@ -114,15 +114,6 @@ class Client:
         if status != expect:
             raise RuntimeError(f"{method} {path}: {status} {data[:300]!r}")
         return json.loads(data)
-
-
-def median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    timings = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        timings.append((time.perf_counter() - start) * 1000)
-    return statistics.median(timings)
 
 
 def wait_until_serving(port: int, server: subprocess.Popen[bytes], seconds: float = 30.0) -> None:

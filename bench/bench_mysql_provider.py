@@ -37,6 +37,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import describe, median_ms
 
 DEFAULT_URL = "mysql://root@127.0.0.1:3306/test"
 
@@ -146,15 +149,6 @@ def branched_entries(total: int, branches: int) -> tuple[list[dict[str, Any]], s
         for i in range(branch_length):
             parent = add(parent, i)
     return entries, main[-1]
-
-
-def median_ms(fn, repeat: int) -> float:
-    timings = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        timings.append((time.perf_counter() - start) * 1000)
-    return statistics.median(timings)
 
 
 # One entry row, as plainly as it can be inserted (the floor's statement).
@@ -282,8 +276,6 @@ def main() -> None:
     import MySQLdb
 
     url, connect = server_url(args.database)
-    from machine import describe  # beside this script
-
     print(describe(connect))
     admin = MySQLdb.connect(**connect)
     admin.cursor().execute(f"DROP DATABASE IF EXISTS `{args.database}`")

@@ -17,7 +17,18 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
+
+
+def median_ms(fn: Callable[[], Any], repeat: int) -> float:
+    """Median wall time of ``fn()`` over ``repeat`` calls, in ms."""
+    timings = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        timings.append((time.perf_counter() - start) * 1000)
+    return statistics.median(timings)
 
 
 def python_reference_ms(repeat: int = 7) -> float:
@@ -33,12 +44,7 @@ def python_reference_ms(repeat: int = 7) -> float:
                 total += value
         return total
 
-    timings = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        work()
-        timings.append((time.perf_counter() - start) * 1000)
-    return statistics.median(timings)
+    return median_ms(work, repeat)
 
 
 def round_trip_ms(connect: dict[str, Any], samples: int = 300) -> float:
