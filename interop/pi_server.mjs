@@ -14,6 +14,10 @@
 //     Writes a session with SessionManager's public API (see runOps).
 //   {"op": "open", "file": PATH}
 //     Opens a file and reports whether Pi accepts it (nothing else).
+//   {"op": "estimate", "messages": [...]}
+//     Pi's token estimate (compaction's estimateTokens) of each message.
+//   {"op": "stringify", "values": [...]}
+//     JSON.stringify of each value, as Pi serializes tool-call arguments.
 //
 // Only Pi's own modules are used; nothing here re-implements its rules.
 
@@ -210,7 +214,15 @@ async function list(request) {
 	}));
 }
 
-const handlers = { read, write: runOps, open, list };
+function estimate(request) {
+	return request.messages.map((message) => compaction.estimateTokens(message));
+}
+
+function stringify(request) {
+	return request.values.map((value) => JSON.stringify(value));
+}
+
+const handlers = { read, write: runOps, open, list, estimate, stringify };
 
 const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
 for await (const line of lines) {

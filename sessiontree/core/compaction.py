@@ -73,13 +73,85 @@ def js_length(text: Any) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
+# Integers JavaScript holds exactly; beyond, a decoded JSON number is a double.
+_JS_SAFE_INTEGER = 2**53
+
+
+def js_number(value: float | int) -> str:
+    """A number as JavaScript's ``Number.prototype.toString`` (and so
+    ``JSON.stringify``) writes it: ``1e-7``, ``1e+21``, ``0.00001``, ``100``
+    (never ``100.0``), ``0`` for ``-0``; ``null`` for NaN and infinities.
+    Integers beyond 2**53 are written as the double JavaScript would have
+    read from the JSON text."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) <= _JS_SAFE_INTEGER:
+            return str(value)
+        value = float(value)
+    if value != value or value in (math.inf, -math.inf):
+        return "null"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    # repr gives the shortest digits that read back as the same double, as
+    # JavaScript does; only the layout of those digits differs.
+    mantissa, _, exponent = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    significant = (whole + fraction).lstrip("0")
+    leading_zeros = len(whole + fraction) - len(significant)
+    digits = significant.rstrip("0")
+    # value = 0.<digits> * 10**n, with k digits
+    k, n = len(digits), len(whole) + int(exponent or 0) - leading_zeros
+    if k <= n <= 21:
+        return sign + digits + "0" * (n - k)
+    if 0 < n <= 21:
+        return sign + digits[:n] + "." + digits[n:]
+    if -6 < n <= 0:
+        return sign + "0." + "0" * -n + digits
+    shown = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{sign}{shown}e{'+' if n - 1 >= 0 else '-'}{abs(n - 1)}"
+
+
+def _js_drifts(value: Any) -> bool:
+    """Whether Python's JSON of ``value`` may differ from JavaScript's: it
+    holds a float, or an integer JavaScript cannot hold exactly."""
+    if isinstance(value, float):
+        return True
+    if isinstance(value, int):
+        return not isinstance(value, bool) and abs(value) > _JS_SAFE_INTEGER
+    if isinstance(value, dict):
+        return any(_js_drifts(item) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_js_drifts(item) for item in value)
+    return False
+
+
+def _js_stringify(value: Any) -> str:
+    if value is None or value is True or value is False:
+        return orjson.dumps(value).decode()
+    if isinstance(value, int | float):
+        return js_number(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):
+        return (
+            "{"
+            + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{_js_stringify(v)}" for k, v in value.items())
+            + "}"
+        )
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_js_stringify(item) for item in value) + "]"
+    return json.dumps(str(value), ensure_ascii=False)
+
+
 def js_json_stringify(value: Any) -> str:
-    """Compact JSON as ``JSON.stringify`` writes it (no spaces, non-ASCII kept)."""
-    try:
-        return orjson.dumps(value).decode("utf-8")
-    except TypeError:
-        # orjson refuses non-string keys and integers beyond 64 bits.
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    """Compact JSON as ``JSON.stringify`` writes it (no spaces, non-ASCII
+    kept, numbers as JavaScript writes them: see ``js_number``)."""
+    if not _js_drifts(value):
+        try:
+            return orjson.dumps(value).decode("utf-8")
+        except TypeError:
+            pass  # non-string keys: written below
+    return _js_stringify(value)
 
 
 def _ceil_quarter(chars: int) -> int:

@@ -639,3 +639,37 @@ def test_prepare_on_real_pi_session(before_compaction_path) -> None:
     read_files, modified_files = prep.file_ops.file_lists()
     assert modified_files and read_files
     assert set(latest.get("details", {}).get("modifiedFiles", [])) <= set(modified_files)
+
+
+# --- JSON.stringify of tool-call arguments -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "javascript"),
+    [
+        (1e-07, "1e-7"),
+        (1e21, "1e+21"),
+        (1e-05, "0.00001"),
+        (100.0, "100"),
+        (1e20, "100000000000000000000"),
+        (-0.0, "0"),
+        (123e-20, "1.23e-18"),
+        (2**53 + 1, "9007199254740992"),
+        (10**21, "1e+21"),
+        (0.000123, "0.000123"),
+    ],
+)
+def test_numbers_are_written_as_javascript_writes_them(value, javascript):
+    from sessiontree.core.compaction import js_number
+
+    assert js_number(value) == javascript
+
+
+def test_a_tool_call_with_a_whole_float_is_estimated_as_pi_does():
+    # JSON.stringify({"x":100,"p":"aa"}) is 18 characters (+1 for the name: 5
+    # tokens); Python writes 100.0 and made it 20 (6 tokens), as Pi never does.
+    message = {
+        "role": "assistant",
+        "content": [{"type": "toolCall", "id": "c", "name": "f", "arguments": {"x": 100.0, "p": "aa"}}],
+    }
+    assert estimate_tokens(message) == 5

@@ -80,6 +80,14 @@ class PiProcess:
         """Pi's session list of ``directory`` (``SessionManager.list``)."""
         return self.call(op="list", dir=str(directory), cwd=cwd)
 
+    def estimate(self, messages: list[dict[str, Any]]) -> list[int]:
+        """Pi's token estimate of each message (compaction's ``estimateTokens``)."""
+        return self.call(op="estimate", messages=messages)
+
+    def stringify(self, values: list[Any]) -> list[str]:
+        """``JSON.stringify`` of each value (sent as JSON, so read as JavaScript reads a file)."""
+        return self.call(op="stringify", values=values)
+
     def close(self) -> None:
         if self._process.stdin is not None:
             self._process.stdin.close()
