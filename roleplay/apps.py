@@ -9,6 +9,9 @@ class RoleplayConfig(AppConfig):
     def ready(self) -> None:
         # Every compaction of a roleplay branch gets its automatic checkpoint
         # (seed 003 §6.2), whoever called compact_session.
+        from roleplay.operations import RoleplayOperation
         from roleplay.service import register_hooks
+        from sessiontree.services.operations import register_operations
 
+        register_operations(op.value for op in RoleplayOperation)
         register_hooks()

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from sessiontree.core.context_builder import UNSET, _Unset, build_context_from_path, iso_to_epoch_ms
-from sessiontree.core.types import SessionContext
+from sessiontree.core.context_builder import build_context_from_path, iso_to_epoch_ms
+from sessiontree.core.types import UNSET, SessionContext, Unset
 from sessiontree.providers.base import SessionTreeProvider
 
 from .reducer import NON_CANON_BOUNDARY_NOTE, reduce_branch, render_character_view
@@ -37,7 +37,7 @@ def build_roleplay_context(
     provider: SessionTreeProvider,
     session_id: str,
     *,
-    leaf_entry_id: str | _Unset | None = UNSET,
+    leaf_entry_id: str | Unset | None = UNSET,
 ) -> SessionContext:
     """The context for the roleplay model at the leaf (or at ``leaf_entry_id``).
 

@@ -29,23 +29,24 @@ appends the automatic checkpoint as the compaction entry's child.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextvars import ContextVar
 from typing import Any, Literal, TypedDict
 
 from sessiontree import services as tree_services
-from sessiontree.core.context_builder import UNSET, _Unset
 from sessiontree.core.entries import custom_entry
 from sessiontree.core.errors import EntryNotFound, LeafConflict, SessionNotFound
 from sessiontree.core.path import walk_path
 from sessiontree.core.pi_session_file import gc_paused, now_iso
-from sessiontree.core.types import Entry, SessionTreeSession
+from sessiontree.core.types import UNSET, Entry, SessionTreeSession, Unset
 from sessiontree.providers.base import SessionTreeProvider
+from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.services.hooks import HookEvent
 
 from . import inspection, schema
 from .errors import CharacterArchived, NoRoleplayCharacter, ReviewAlreadyDecided, ReviewNotFound
 from .inspection import DiffItem, ProvenanceRecord, StateRow
+from .operations import RoleplayOperation
 from .reducer import (
     PatchFailed,
     RoleplayIdentity,
@@ -97,12 +98,12 @@ class Branch(TypedDict):
 def _read_branch(
     provider: SessionTreeProvider,
     session_id: str,
-    leaf_entry_id: str | _Unset | None = UNSET,
+    leaf_entry_id: str | Unset | None = UNSET,
     *,
     character_id: str | None = None,
 ) -> Branch:
     """The leaf (the one given, or the session's), its path and the reduced state, read once."""
-    if isinstance(leaf_entry_id, _Unset):
+    if isinstance(leaf_entry_id, Unset):
         session = provider.get_session(session_id)
         if session is None:
             raise SessionNotFound(f"Session {session_id} not found")
@@ -115,7 +116,7 @@ def inspect_state(
     provider: SessionTreeProvider,
     session_id: str,
     *,
-    leaf_entry_id: str | _Unset | None = UNSET,
+    leaf_entry_id: str | Unset | None = UNSET,
     character_id: str | None = None,
 ) -> RoleplayState:
     """The roleplay state at the session's leaf, or at ``leaf_entry_id`` (any entry, any branch).
@@ -126,7 +127,7 @@ def inspect_state(
     head up to the identity's lock and the tail from the latest checkpoint.
     """
     with provider.read(session_id) as view, gc_paused():
-        leaf = view.state.leaf_entry_id if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+        leaf = view.state.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
         state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf), view.entries, character_id)
     return state
 
@@ -135,7 +136,7 @@ def list_reviews(
     provider: SessionTreeProvider,
     session_id: str,
     *,
-    leaf_entry_id: str | _Unset | None = UNSET,
+    leaf_entry_id: str | Unset | None = UNSET,
     include_decided: bool = False,
     character_id: str | None = None,
 ) -> list[dict[str, Any]]:
@@ -158,7 +159,7 @@ def get_review(
     session_id: str,
     review_id: str,
     *,
-    leaf_entry_id: str | _Unset | None = UNSET,
+    leaf_entry_id: str | Unset | None = UNSET,
     character_id: str | None = None,
 ) -> dict[str, Any]:
     """One review of the branch, pending or decided, as ``list_reviews`` shows it.
@@ -270,7 +271,7 @@ def inspect_state_detail(
     provider: SessionTreeProvider,
     session_id: str,
     *,
-    leaf_entry_id: str | _Unset | None = UNSET,
+    leaf_entry_id: str | Unset | None = UNSET,
     character_id: str | None = None,
     max_events: int | None = None,
     max_memories: int | None = None,
@@ -292,7 +293,7 @@ def inspect_state_detail(
     """
     with provider.read(session_id) as view, gc_paused():
         session_leaf = view.state.leaf_entry_id
-        leaf = session_leaf if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+        leaf = session_leaf if isinstance(leaf_entry_id, Unset) else leaf_entry_id
         branch = _reduce_in_view(view, session_id, leaf, character_id, {})
     state, entries = branch["state"], branch["entries"]
     records = inspection.provenance_records(entries, state)
@@ -339,8 +340,8 @@ def _common_prefix_length(a: Sequence[str], b: Sequence[str]) -> int:
 def diff_states(
     provider: SessionTreeProvider,
     session_id: str,
-    from_entry_id: str | _Unset | None,
-    to_entry_id: str | _Unset | None,
+    from_entry_id: str | Unset | None,
+    to_entry_id: str | Unset | None,
     *,
     character_id: str | None = None,
 ) -> StateDiff:
@@ -369,7 +370,7 @@ def diff_states(
     """
     with provider.read(session_id) as view, gc_paused():
         session_leaf = view.state.leaf_entry_id
-        ends = [session_leaf if isinstance(e, _Unset) else e for e in (from_entry_id, to_entry_id)]
+        ends = [session_leaf if isinstance(e, Unset) else e for e in (from_entry_id, to_entry_id)]
         cache: dict[str, Entry] = {}
         sides = [_reduce_in_view(view, session_id, end, character_id, cache) for end in ends]
         shared = _common_prefix_length(sides[0]["ids"], sides[1]["ids"])
@@ -434,7 +435,7 @@ def review_queue(
     provider: SessionTreeProvider,
     session_id: str,
     *,
-    leaf_entry_id: str | _Unset | None = UNSET,
+    leaf_entry_id: str | Unset | None = UNSET,
     character_id: str | None = None,
 ) -> ReviewQueue:
     """``list_reviews`` with everything decided, split into ``pending`` and
@@ -445,7 +446,7 @@ def review_queue(
     """
     with provider.read(session_id) as view, gc_paused():
         session_leaf = view.state.leaf_entry_id
-        leaf = session_leaf if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+        leaf = session_leaf if isinstance(leaf_entry_id, Unset) else leaf_entry_id
         state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf), view.entries, character_id)
     views = inspection.review_views(state, include_decided=True)
     return {
@@ -516,7 +517,7 @@ def list_checkpoints(
     provider: SessionTreeProvider,
     session_id: str,
     *,
-    leaf_entry_id: str | _Unset | None = UNSET,
+    leaf_entry_id: str | Unset | None = UNSET,
     character_id: str | None = None,
 ) -> CheckpointList:
     """The checkpoints on the path to the session's leaf (or to ``leaf_entry_id``),
@@ -529,7 +530,7 @@ def list_checkpoints(
     """
     with provider.read(session_id) as view, gc_paused():
         session_leaf = view.state.leaf_entry_id
-        leaf = session_leaf if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+        leaf = session_leaf if isinstance(leaf_entry_id, Unset) else leaf_entry_id
         position = {entry_id: index for index, entry_id in enumerate(_path_ids(view, session_id, leaf))}
         found = [
             entry
@@ -553,11 +554,11 @@ def list_checkpoints(
 
 
 def _current_branch(
-    provider: SessionTreeProvider, session_id: str, expected_leaf_id: str | _Unset | None = UNSET
+    provider: SessionTreeProvider, session_id: str, expected_leaf_id: str | Unset | None = UNSET
 ) -> Branch:
     """The branch at the session's leaf; ``LeafConflict`` when the caller saw another leaf."""
     branch = _read_branch(provider, session_id)
-    if not isinstance(expected_leaf_id, _Unset) and expected_leaf_id != branch["leaf_entry_id"]:
+    if not isinstance(expected_leaf_id, Unset) and expected_leaf_id != branch["leaf_entry_id"]:
         raise LeafConflict(
             f"Session {session_id}: the leaf is {branch['leaf_entry_id'] or 'none'}, not {expected_leaf_id or 'none'} "
             "(someone appended or moved it meanwhile); nothing was appended"
@@ -566,7 +567,7 @@ def _current_branch(
 
 
 def _writable_branch(
-    provider: SessionTreeProvider, session_id: str, action: str, expected_leaf_id: str | _Unset | None = UNSET
+    provider: SessionTreeProvider, session_id: str, action: str, expected_leaf_id: str | Unset | None = UNSET
 ) -> Branch:
     """The current branch, refused when it has no character or the character is archived."""
     branch = _current_branch(provider, session_id, expected_leaf_id)
@@ -585,8 +586,12 @@ def _writable_branch(
     return branch
 
 
-Actor = Any  # a user, a name such as "cli:alice", an services.Actor, or None ("system")
-INTERNAL = "internal"
+Actor = Any  # a user, a name such as "cli:alice", or a services.Actor
+
+
+def _provider(provider: SessionTreeProvider | None, session_id: str) -> SessionTreeProvider:
+    """``provider``, or the one that stores ``session_id``."""
+    return provider if provider is not None else get_provider_for_session(session_id)
 
 
 def _append(
@@ -659,9 +664,7 @@ def _plan(session_id: str, branch: Branch, items: list[tuple[str, Any]], operati
     }
 
 
-def plan_write(
-    write: Callable[..., Entry], provider: SessionTreeProvider, session_id: str, *args: Any, **kwargs: Any
-) -> WritePlan:
+def plan_write(write: Callable[..., Entry], **kwargs: Any) -> WritePlan:
     """Run ``write`` (``correct_state``, ``decide_review``, ``amend_review``,
     ``repair_turn``, ``archive``, ``create_checkpoint``) with all its checks,
     appending nothing: what it would append at the leaf and the state after.
@@ -673,7 +676,7 @@ def plan_write(
     """
     token = _planning.set(True)
     try:
-        write(provider, session_id, *args, **kwargs)
+        write(**kwargs)
     except _Planned as planned:
         return planned.plan
     finally:
@@ -755,13 +758,13 @@ def _commit_that_set(branch: Branch, pointer: str) -> str | None:
 
 
 def correct_state(
-    provider: SessionTreeProvider,
+    *,
     session_id: str,
     payload: dict[str, Any],
-    *,
-    actor: Actor = None,
-    channel: str = INTERNAL,
-    expected_leaf_id: str | _Unset | None = UNSET,
+    actor: Actor,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    expected_leaf_id: str | Unset | None = UNSET,
 ) -> Entry:
     """``/rp state correct {json}``: append a ``manual-correction`` commit on the current branch.
 
@@ -772,6 +775,7 @@ def correct_state(
     omitted, the commit that last set the corrected path (from provenance) is
     recorded, with ``correctsCommitIdInferred: true``.
     """
+    provider = _provider(provider, session_id)
     branch = _writable_branch(provider, session_id, "correct the state", expected_leaf_id)
     state = branch["state"]
     character_id = state["character_id"]
@@ -796,7 +800,7 @@ def correct_state(
         session_id,
         branch,
         [(schema.COMMIT_TYPE, data)],
-        operation="roleplay_correct_state",
+        operation=RoleplayOperation.CORRECT_STATE,
         actor=actor,
         channel=channel,
     )
@@ -818,16 +822,17 @@ def _pending_review(state: RoleplayState, review_id: str, session_id: str) -> di
 
 
 def amend_review(
-    provider: SessionTreeProvider,
+    *,
     session_id: str,
     review_id: str,
     value: Any,
-    *,
-    actor: Actor = None,
-    channel: str = INTERNAL,
-    expected_leaf_id: str | _Unset | None = UNSET,
+    actor: Actor,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    expected_leaf_id: str | Unset | None = UNSET,
 ) -> Entry:
     """Append an amendment replacing the proposed value of a pending review; it stays pending."""
+    provider = _provider(provider, session_id)
     branch = _writable_branch(provider, session_id, f"amend review {review_id}", expected_leaf_id)
     state = branch["state"]
     review = _pending_review(state, review_id, session_id)
@@ -842,22 +847,22 @@ def amend_review(
         session_id,
         branch,
         [(schema.REVIEW_AMENDMENT_TYPE, data)],
-        operation="roleplay_amend_review",
+        operation=RoleplayOperation.AMEND_REVIEW,
         actor=actor,
         channel=channel,
     )
 
 
 def decide_review(
-    provider: SessionTreeProvider,
+    *,
     session_id: str,
     review_id: str,
     decision: str,
-    *,
+    actor: Actor,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
     value: Any = UNSET,
-    actor: Actor = None,
-    channel: str = INTERNAL,
-    expected_leaf_id: str | _Unset | None = UNSET,
+    expected_leaf_id: str | Unset | None = UNSET,
 ) -> Entry:
     """Accept or reject a pending review; returns the decision entry.
 
@@ -865,9 +870,10 @@ def decide_review(
     then the decision as its child, both or neither. An accept whose op would
     not apply to the current state is refused before anything is appended.
     """
+    provider = _provider(provider, session_id)
     if decision not in schema.REVIEW_DECISIONS:
         raise RoleplayValidationError(f"review {review_id}: decision must be accept or reject, got {decision!r}")
-    if decision == "reject" and not isinstance(value, _Unset):
+    if decision == "reject" and not isinstance(value, Unset):
         raise RoleplayValidationError(f"review {review_id}: a value can only be given when accepting")
     branch = _writable_branch(provider, session_id, f"{decision} review {review_id}", expected_leaf_id)
     state = branch["state"]
@@ -875,7 +881,7 @@ def decide_review(
     assert character_id is not None
     review = _pending_review(state, review_id, session_id)
     amendment = None
-    if not isinstance(value, _Unset):
+    if not isinstance(value, Unset):
         if review["op"].get("op") not in schema.AMENDABLE_OPS:
             raise RoleplayValidationError(
                 f"review {review_id}: proposes a {review['op'].get('op')!r} op, which has no value to amend"
@@ -894,17 +900,23 @@ def decide_review(
         items.append((schema.REVIEW_AMENDMENT_TYPE, amendment))
     items.append((schema.REVIEW_DECISION_TYPE, data))
     return _append(
-        provider, session_id, branch, items, operation=f"roleplay_{decision}_review", actor=actor, channel=channel
+        provider,
+        session_id,
+        branch,
+        items,
+        operation=RoleplayOperation.ACCEPT_REVIEW if decision == "accept" else RoleplayOperation.REJECT_REVIEW,
+        actor=actor,
+        channel=channel,
     )
 
 
 def create_checkpoint(
-    provider: SessionTreeProvider,
-    session_id: str,
     *,
-    actor: Actor = None,
-    channel: str = INTERNAL,
-    expected_leaf_id: str | _Unset | None = UNSET,
+    session_id: str,
+    actor: Actor,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    expected_leaf_id: str | Unset | None = UNSET,
     **extra: Any,
 ) -> Entry:
     """Append a checkpoint of the current branch's state as the leaf's child.
@@ -912,6 +924,7 @@ def create_checkpoint(
     Allowed for an archived character (it stores, it changes nothing).
     ``extra`` fields are stored in the checkpoint's data alongside the state.
     """
+    provider = _provider(provider, session_id)
     branch = _current_branch(provider, session_id, expected_leaf_id)
     if branch["state"]["character_id"] is None:
         raise NoRoleplayCharacter(
@@ -925,26 +938,27 @@ def create_checkpoint(
         session_id,
         branch,
         [(schema.CHECKPOINT_TYPE, data)],
-        operation="roleplay_checkpoint",
+        operation=RoleplayOperation.CHECKPOINT,
         actor=actor,
         channel=channel,
     )
 
 
 def repair_turn(
-    provider: SessionTreeProvider,
+    *,
     session_id: str,
     proposal: dict[str, Any],
-    *,
-    actor: Actor = None,
-    channel: str = INTERNAL,
-    expected_leaf_id: str | _Unset | None = UNSET,
+    actor: Actor,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    expected_leaf_id: str | Unset | None = UNSET,
 ) -> Entry:
     """``/rp turn repair {json}``: append the missing commit of an incomplete turn.
 
     The turn must be marked incomplete on this branch; the ops must apply and
     proposed review ids must be new on the branch.
     """
+    provider = _provider(provider, session_id)
     branch = _writable_branch(provider, session_id, "repair a turn", expected_leaf_id)
     state = branch["state"]
     assert state["character_id"] is not None
@@ -965,20 +979,20 @@ def repair_turn(
         session_id,
         branch,
         [(schema.REPAIR_TYPE, data)],
-        operation="roleplay_repair_turn",
+        operation=RoleplayOperation.REPAIR_TURN,
         actor=actor,
         channel=channel,
     )
 
 
 def archive(
-    provider: SessionTreeProvider,
-    session_id: str,
     *,
+    session_id: str,
+    actor: Actor,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
     reason: str | None = None,
-    actor: Actor = None,
-    channel: str = INTERNAL,
-    expected_leaf_id: str | _Unset | None = UNSET,
+    expected_leaf_id: str | Unset | None = UNSET,
 ) -> Entry:
     """Archive the character on this branch: from here on its state is read-only.
 
@@ -986,6 +1000,7 @@ def archive(
     before it, gives a writable character again. The session's own status is
     not touched.
     """
+    provider = _provider(provider, session_id)
     branch = _writable_branch(provider, session_id, "archive it again", expected_leaf_id)
     assert branch["state"]["character_id"] is not None
     data = schema.build_archive_data(character_id=branch["state"]["character_id"], reason=reason)
@@ -994,7 +1009,7 @@ def archive(
         session_id,
         branch,
         [(schema.ARCHIVE_TYPE, data)],
-        operation="roleplay_archive",
+        operation=RoleplayOperation.ARCHIVE,
         actor=actor,
         channel=channel,
     )
@@ -1004,24 +1019,25 @@ def archive(
 
 
 def history_goto(
-    provider: SessionTreeProvider,
+    *,
     session_id: str,
     entry_id: str,
-    *,
+    actor: Actor,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
     summarize: bool = False,
     summarizer: Any = None,
     label: str | None = None,
-    actor: Actor = None,
-    channel: str = INTERNAL,
 ) -> dict[str, Any]:
     """``/rp history goto``: move the leaf (``navigate_tree``); the state is re-derived from the new path.
 
     Returns ``navigate_tree``'s result plus ``state``, the reduced state at the new leaf.
     """
+    provider = _provider(provider, session_id)
     result = tree_services.navigate_tree(
-        provider,
-        session_id,
-        entry_id,
+        provider=provider,
+        session_id=session_id,
+        target_id=entry_id,
         summarize=summarize,
         summarizer=summarizer,
         label=label,
@@ -1032,32 +1048,33 @@ def history_goto(
 
 
 def history_fork(
-    provider: SessionTreeProvider,
+    *,
     session_id: str,
     entry_id: str,
-    *,
+    actor: Actor,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
     position: Literal["before", "at"] = "before",
-    actor: Actor = None,
-    channel: str = INTERNAL,
 ) -> dict[str, Any]:
     """``/rp history fork``: a new session from ``entry_id`` (``fork_session``).
 
     The new session's state is reduced from its own copied path, never taken
     from the source. Returns ``{"session", "state"}``.
     """
+    provider = _provider(provider, session_id)
     session: SessionTreeSession = tree_services.fork_session(
-        provider, session_id, entry_id, position=position, actor=actor, channel=channel
+        provider=provider, session_id=session_id, entry_id=entry_id, position=position, actor=actor, channel=channel
     )
     return {"session": session, "state": inspect_state(provider, session["session_id"])}
 
 
 def checkpoint_after_compaction(
-    provider: SessionTreeProvider,
+    *,
     session_id: str,
     compaction: Entry,
-    *,
-    actor: Actor = None,
-    channel: str = INTERNAL,
+    actor: Actor,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
 ) -> Entry | None:
     """Append the automatic checkpoint as the compaction entry's child.
 
@@ -1066,6 +1083,7 @@ def checkpoint_after_compaction(
     channel. Only when the branch has a character; ``None`` otherwise, or when
     someone appended after the compaction first.
     """
+    provider = _provider(provider, session_id)
     branch = _read_branch(provider, session_id, compaction["id"])
     if branch["state"]["character_id"] is None:
         return None
@@ -1077,7 +1095,7 @@ def checkpoint_after_compaction(
             session_id,
             branch,
             [(schema.CHECKPOINT_TYPE, data)],
-            operation="roleplay_checkpoint",
+            operation=RoleplayOperation.CHECKPOINT,
             actor=actor,
             channel=channel,
         )
@@ -1089,67 +1107,28 @@ def checkpoint_after_compaction(
 
 def _checkpoint_hook(event: HookEvent) -> None:
     if event.result is not None:
-        event.extras["roleplay_checkpoint"] = checkpoint_after_compaction(
-            event.provider, event.session_id, event.result, actor=event.actor, channel=event.channel
+        checkpoint_after_compaction(
+            provider=event.provider,
+            session_id=event.session_id,
+            compaction=event.result,
+            actor=event.actor,
+            channel=event.channel,
         )
 
 
-class BranchState(Mapping[str, Any]):
-    """The roleplay state (``RoleplayState``'s keys) at one entry of a
-    session, reduced when it is first read.
-
-    What the after-navigate/fork hooks hand out. Most moves are never asked
-    about their roleplay state (most sessions hold none), and reducing a long
-    path costs far more than the move (a 10,000-entry session on MariaDB:
-    57 ms per navigation with an eager reduction, 6 ms without). The entry is
-    fixed when the hook runs, and the path to an entry never changes in an
-    append-only tree: read later, this is still the state of the branch the
-    move landed on."""
-
-    def __init__(self, provider: SessionTreeProvider, session_id: str, leaf_entry_id: str | None) -> None:
-        self.provider = provider
-        self.session_id = session_id
-        self.leaf_entry_id = leaf_entry_id
-        self._state: dict[str, Any] | None = None
-
-    @property
-    def reduced(self) -> bool:
-        return self._state is not None
-
-    def _value(self) -> dict[str, Any]:
-        if self._state is None:
-            self._state = dict(inspect_state(self.provider, self.session_id, leaf_entry_id=self.leaf_entry_id))
-        return self._state
-
-    def __getitem__(self, key: str) -> Any:
-        return self._value()[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._value())
-
-    def __len__(self) -> int:
-        return len(self._value())
-
-
-def _state_after_move(event: HookEvent) -> None:
-    """Pi's ``session_tree``/``session_fork`` for roleplay: the state of the
-    branch now active is re-derived from its own path (seed 003 §3), never
-    carried over from the old leaf; reduced only if someone reads it."""
-    if event.name == "after_fork":
-        session_id, leaf_id = event.result["session_id"], event.result["leaf_entry_id"]
-    else:
-        session_id, leaf_id = event.session_id, event.result["leaf_entry_id"]
-    event.extras["roleplay_state"] = BranchState(event.provider, session_id, leaf_id)
-
-
-def compact_with_checkpoint(provider: SessionTreeProvider, session_id: str, **kwargs: Any) -> dict[str, Any]:
+def compact_with_checkpoint(
+    *, session_id: str, actor: Actor, channel: str, provider: SessionTreeProvider | None = None, **kwargs: Any
+) -> dict[str, Any]:
     """Compact (``compact_session``) and report the automatic checkpoint the
     compaction hook appended as the compaction's child (``None`` when the
     branch has no character or nothing was compacted).
 
     Returns ``{"compaction": Entry | None, "checkpoint": Entry | None}``.
     """
-    compaction = tree_services.compact_session(provider, session_id, **kwargs)
+    provider = _provider(provider, session_id)
+    compaction = tree_services.compact_session(
+        provider=provider, session_id=session_id, actor=actor, channel=channel, **kwargs
+    )
     checkpoint = None
     if compaction is not None:
         session = provider.get_session(session_id)
@@ -1163,5 +1142,3 @@ def compact_with_checkpoint(provider: SessionTreeProvider, session_id: str, **kw
 
 def register_hooks() -> None:
     tree_services.register_hook("after_compact", _checkpoint_hook)
-    tree_services.register_hook("after_navigate", _state_after_move)
-    tree_services.register_hook("after_fork", _state_after_move)

@@ -135,7 +135,11 @@ class RoleplayViewSet(RoleplayScopedViewSet):
         data = parse(s.CorrectionSerializer, request.data)
         expected = data.pop("expected_leaf_id", UNSET)
         entry = service.correct_state(
-            self.provider(), self.session_id, data, expected_leaf_id=expected, **self.caller()
+            provider=self.provider(),
+            session_id=self.session_id,
+            payload=data,
+            expected_leaf_id=expected,
+            **self.caller(),
         )
         return _created(entry)
 
@@ -150,7 +154,13 @@ class RoleplayViewSet(RoleplayScopedViewSet):
         """The turn must be marked incomplete on this branch (see the state's ``incomplete_turns``)."""
         data = parse(s.RepairSerializer, request.data)
         expected = data.pop("expected_leaf_id", UNSET)
-        entry = service.repair_turn(self.provider(), self.session_id, data, expected_leaf_id=expected, **self.caller())
+        entry = service.repair_turn(
+            provider=self.provider(),
+            session_id=self.session_id,
+            proposal=data,
+            expected_leaf_id=expected,
+            **self.caller(),
+        )
         return _created(entry)
 
     @extend_schema(
@@ -164,8 +174,8 @@ class RoleplayViewSet(RoleplayScopedViewSet):
         """Branch-local: navigating or forking before the archive entry gives a writable character."""
         data = parse(s.ArchiveSerializer, request.data)
         entry = service.archive(
-            self.provider(),
-            self.session_id,
+            provider=self.provider(),
+            session_id=self.session_id,
             reason=data.get("reason"),
             expected_leaf_id=data.get("expected_leaf_id", UNSET),
             **self.caller(),
@@ -205,7 +215,10 @@ class CheckpointViewSet(RoleplayScopedViewSet):
         """Changes nothing in the state; allowed for an archived character too."""
         data = parse(s.CheckpointCreateSerializer, request.data)
         entry = service.create_checkpoint(
-            self.provider(), self.session_id, expected_leaf_id=data.get("expected_leaf_id", UNSET), **self.caller()
+            provider=self.provider(),
+            session_id=self.session_id,
+            expected_leaf_id=data.get("expected_leaf_id", UNSET),
+            **self.caller(),
         )
         return _created(entry)
 
@@ -260,10 +273,10 @@ class ReviewViewSet(RoleplayScopedViewSet):
         decision is its child (both or neither). An accept whose op does not apply is refused."""
         data = parse(s.DecideSerializer, request.data)
         entry = service.decide_review(
-            self.provider(),
-            self.session_id,
-            review_id,
-            data["decision"],
+            provider=self.provider(),
+            session_id=self.session_id,
+            review_id=review_id,
+            decision=data["decision"],
             value=data.get("value", UNSET),
             expected_leaf_id=data.get("expected_leaf_id", UNSET),
             **self.caller(),
@@ -282,10 +295,10 @@ class ReviewViewSet(RoleplayScopedViewSet):
         """Only an add or replace review has a value to amend."""
         data = parse(s.AmendSerializer, request.data)
         entry = service.amend_review(
-            self.provider(),
-            self.session_id,
-            review_id,
-            data["value"],
+            provider=self.provider(),
+            session_id=self.session_id,
+            review_id=review_id,
+            value=data["value"],
             expected_leaf_id=data.get("expected_leaf_id", UNSET),
             **self.caller(),
         )

@@ -192,9 +192,9 @@ def run_navigate(request: HttpRequest, row: AgentSession, data: dict[str, Any]) 
     provider = _provider(row)
     before = row.leaf_entry_id
     result = services.tree.navigate_tree(
-        provider,
-        row.session_id,
-        data["entry_id"],
+        provider=provider,
+        session_id=row.session_id,
+        target_id=data["entry_id"],
         summarize=bool(data.get("summarize")),
         label=data.get("label") or None,
         custom_instructions=data.get("instructions") or None,
@@ -241,9 +241,9 @@ def preview_fork(row: AgentSession, data: dict[str, Any]) -> Preview:
 
 def run_fork(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -> Outcome:
     new = services.tree.fork_session(
-        _provider(row),
-        row.session_id,
-        data["entry_id"],
+        provider=_provider(row),
+        session_id=row.session_id,
+        entry_id=data["entry_id"],
         position=data["position"],
         title=data.get("title") or None,
         actor=request.user,
@@ -285,8 +285,8 @@ def preview_compact(row: AgentSession, data: dict[str, Any]) -> Preview:
 
 def run_compact(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -> Outcome:
     entry = services.tree.compact_session(
-        _provider(row),
-        row.session_id,
+        provider=_provider(row),
+        session_id=row.session_id,
         settings=_settings(data),
         custom_instructions=data.get("instructions") or None,
         actor=request.user,

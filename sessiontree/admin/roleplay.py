@@ -259,7 +259,7 @@ class ArchiveCharacterForm(ExpectedLeafForm):
 # --- actions ---------------------------------------------------------------------------------------
 
 
-Call = tuple[tuple[Any, ...], dict[str, Any]]  # the write's positional and keyword arguments (after session id)
+Call = dict[str, Any]  # the write's keyword arguments (besides session, actor and channel)
 
 
 @dataclass(frozen=True)
@@ -285,10 +285,10 @@ def _turn_key(data: Mapping[str, Any]) -> str:
 
 def _decision(decision: str) -> Callable[[dict[str, Any]], Call]:
     def arguments(data: dict[str, Any]) -> Call:
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"review_id": data["review_id"], "decision": decision}
         if decision == "accept" and "parsed_value" in data:
             kwargs["value"] = data["parsed_value"]
-        return (data["review_id"], decision), kwargs
+        return kwargs
 
     return arguments
 
@@ -350,7 +350,7 @@ ACTIONS: dict[str, RoleplayAction] = {
             "Correct the state",
             CorrectionForm,
             service.correct_state,
-            lambda data: ((data["payload"],), {}),
+            lambda data: {"payload": data["payload"]},
             _report_correction,
             confirm=True,
             form_key=lambda data: "correction",
@@ -381,7 +381,7 @@ ACTIONS: dict[str, RoleplayAction] = {
             "Amend a review",
             AmendForm,
             service.amend_review,
-            lambda data: ((data["review_id"], data["parsed_value"]), {}),
+            lambda data: {"review_id": data["review_id"], "value": data["parsed_value"]},
             _report_amendment,
             confirm=False,
             form_key=_review_key,
@@ -391,7 +391,7 @@ ACTIONS: dict[str, RoleplayAction] = {
             "Checkpoint now",
             ExpectedLeafForm,
             service.create_checkpoint,
-            lambda data: ((), {}),
+            lambda data: {},
             _report_checkpoint,
             confirm=False,
             form_key=lambda data: "checkpoint",
@@ -401,7 +401,7 @@ ACTIONS: dict[str, RoleplayAction] = {
             "Repair a turn",
             RepairForm,
             service.repair_turn,
-            lambda data: ((data["parsed_proposal"],), {}),
+            lambda data: {"proposal": data["parsed_proposal"]},
             _report_repair,
             confirm=True,
             form_key=_turn_key,
@@ -411,7 +411,7 @@ ACTIONS: dict[str, RoleplayAction] = {
             "Archive the character",
             ArchiveCharacterForm,
             service.archive,
-            lambda data: ((), {"reason": data.get("reason") or None}),
+            lambda data: {"reason": data.get("reason") or None},
             _report_archive,
             confirm=True,
             form_key=lambda data: "archive",
@@ -718,17 +718,23 @@ class RoleplayPages:
             ]
             return self._refused(request, row, spec, form, data, lines)
         data = dict(form.cleaned_data)
-        args, kwargs = spec.arguments(data)
-        kwargs["expected_leaf_id"] = _expected(data.get("expected_leaf"))
-        provider = get_provider_for_session(row.session_id)
+        kwargs = spec.arguments(data)
+        kwargs.update(
+            provider=get_provider_for_session(row.session_id),
+            session_id=row.session_id,
+            actor=request.user,
+            channel=CHANNEL,
+            expected_leaf_id=_expected(data.get("expected_leaf")),
+        )
+        provider = kwargs["provider"]
         try:
             if spec.confirm and request.POST.get("confirmed") != "yes":
-                plan = service.plan_write(spec.write, provider, row.session_id, *args, **kwargs)
+                plan = service.plan_write(spec.write, **kwargs)
                 context = self.model_admin._page_context(request, row, f"{spec.title}: are you sure?")
                 fields = [(k, v) for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "confirmed")]
                 context.update({"action": spec, "plan": _plan_view(plan), "fields": fields, "state_url": back})
                 return TemplateResponse(request, "admin/sessiontree/roleplay/confirm.html", context)
-            entry = spec.write(provider, row.session_id, *args, actor=request.user, channel=CHANNEL, **kwargs)
+            entry = spec.write(**kwargs)
         except SessionTreeError as exc:
             return self._refused(request, row, spec, form, data, [f"{exc.code}: {exc}"])
         message = spec.report(entry, data)

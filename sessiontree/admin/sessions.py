@@ -57,6 +57,7 @@ from sessiontree.selectors.entry_context import (
 )
 from sessiontree.selectors.export import EXPORT_SCOPES, export_jsonl
 from sessiontree.selectors.tree_window import TreeWindow, branch_window, read_skeleton, run_window, tree_window
+from sessiontree.services.operations import Operation
 
 from .entry_display import content_text, custom_fields, describe_entry, message_text, shorten, to_json
 from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter
@@ -576,7 +577,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
         services.audit.record(
             actor=services.Actor.of(request.user),
             channel=CHANNEL,
-            operation="export",
+            operation=Operation.EXPORT_SESSION,
             session_id=row.session_id,
             entry_ids=[entry_id] if entry_id else [],
             detail={"scope": scope},

@@ -89,12 +89,11 @@ def session_id_field(**kwargs: Any) -> StrictCharField:
 
 
 def check_session_id(value: str) -> None:
+    """The id of a session to be created: Pi 1.6.0's rule."""
     try:
-        meta.validate_session_id(value)
+        meta.validate_session_id(value, new=True)
     except InvalidSessionId:
-        raise serializers.ValidationError(
-            "Use letters, digits, '-', '_' or '.', starting with a letter or digit (at most 64)."
-        ) from None
+        raise serializers.ValidationError(f"Use {meta.SESSION_ID_RULE}.") from None
 
 
 def entry_id_field(**kwargs: Any) -> StrictCharField:

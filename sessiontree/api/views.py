@@ -284,9 +284,9 @@ class SessionViewSet(SessionScopedViewSet):
         branch summary of what was left behind; ``label`` labels it (or the target)."""
         data = parse(s.NavigateSerializer, request.data)
         result = services.navigate_tree(
-            self.provider(),
-            self.session_id,
-            data["target_id"],
+            provider=self.provider(),
+            session_id=self.session_id,
+            target_id=data["target_id"],
             summarize=data["summarize"],
             label=data.get("label"),
             custom_instructions=data.get("custom_instructions"),
@@ -308,9 +308,9 @@ class SessionViewSet(SessionScopedViewSet):
         ``at`` copies the path up to and including any entry. Labels on the path come along."""
         data = parse(s.ForkSerializer, request.data)
         session = services.fork_session(
-            self.provider(),
-            self.session_id,
-            data["entry_id"],
+            provider=self.provider(),
+            session_id=self.session_id,
+            entry_id=data["entry_id"],
             position=data["position"],
             new_session_id=data.get("new_session_id"),
             title=data.get("title"),
@@ -330,8 +330,8 @@ class SessionViewSet(SessionScopedViewSet):
         """201 with the compaction entry, or 200 ``{"compacted": false}`` when there is nothing to compact."""
         data = parse(s.CompactSerializer, request.data)
         entry = services.compact_session(
-            self.provider(),
-            self.session_id,
+            provider=self.provider(),
+            session_id=self.session_id,
             custom_instructions=data.get("custom_instructions"),
             actor=request.user,
             channel=CHANNEL,

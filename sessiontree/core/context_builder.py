@@ -20,27 +20,10 @@ from typing import Any, Final
 
 from .errors import EntryNotFound
 from .path import build_entry_index, path_entries
-from .types import Entry, ModelRef, SessionContext
+from .types import UNSET, Entry, ModelRef, SessionContext, Unset
 
-
-class _Unset:
-    """Marker for "argument omitted" where ``None`` has a meaning of its own."""
-
-    _instance: _Unset | None = None
-
-    def __new__(cls) -> _Unset:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-UNSET: Final = _Unset()
+# ``UNSET`` and ``Unset`` live in ``core.types``; imported here for the callers of old.
+_Unset = Unset
 
 DEFAULT_THINKING_LEVEL = "off"
 
@@ -240,7 +223,7 @@ def empty_context() -> SessionContext:
 
 def build_session_context(
     entries: Sequence[Entry],
-    leaf_id: str | None | _Unset = UNSET,
+    leaf_id: str | None | Unset = UNSET,
     by_id: Mapping[str, Entry] | None = None,
 ) -> SessionContext:
     """Build the LLM context for the path ending at ``leaf_id``.
@@ -254,7 +237,7 @@ def build_session_context(
         return empty_context()
     if by_id is None:
         by_id = build_entry_index(entries)
-    if isinstance(leaf_id, _Unset):
+    if isinstance(leaf_id, Unset):
         if not entries:
             return empty_context()
         leaf = entries[-1]

@@ -86,8 +86,19 @@ class SessionAlreadyExists(SessionTreeError):
 
 
 class InvalidEntry(SessionTreeError, ValueError):
+    """An entry given to be stored is unusable (its shape, a field, an id it names)."""
+
     code = "invalid_entry"
     category = BAD_INPUT
+
+
+class BadInput(InvalidEntry):
+    """An argument that is not an entry is unusable: an option, a position,
+    a page size, a session field, a filter. It is an ``InvalidEntry`` only so
+    that code written when every bad input was one still catches it; its
+    code says what it is (``bad_input``)."""
+
+    code = "bad_input"
 
 
 class EntryTooLarge(InvalidEntry):

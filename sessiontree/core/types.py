@@ -8,7 +8,29 @@ them; they add no runtime cost. ``total=False`` marks Pi's optional keys.
 # No ``from __future__ import annotations`` here: under it Python 3.11 cannot see
 # ``NotRequired`` at run time and reports every key as required.
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Final, Literal, NotRequired, TypedDict
+
+
+class Unset:
+    """The type of ``UNSET``: "argument omitted" where ``None`` has a meaning
+    of its own (``expected_leaf_id=None`` expects no leaf; omitted, nothing is
+    expected)."""
+
+    _instance: "Unset | None" = None
+
+    def __new__(cls) -> "Unset":
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNSET: Final = Unset()
 
 CURRENT_SESSION_VERSION = 3
 

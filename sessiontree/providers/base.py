@@ -1,8 +1,15 @@
 """The provider contract: every storage of session trees implements this.
 
-``file`` and ``mysql`` implement it; ``tests/contract/`` proves both behave
-the same. Entries in and out are plain dicts with Pi's camelCase keys; session
+``file`` and ``mysql`` implement it (``providers/template.py`` over a storage
+port, ``providers/port.py``); ``tests/contract/`` proves both behave the
+same. Entries in and out are plain dicts with Pi's camelCase keys; session
 meta is a ``SessionTreeSession`` dict with snake_case keys.
+
+``SessionTreeProvider`` is what production code uses: reads, sessions, and
+``transact`` (the unit of work the operations layer composes, with its audit
+record as ``before_commit``). ``OneStepWriter`` is the Python API's
+unaudited one-step writes (``append_message``, ``switch_leaf`` …); every
+provider has them (``providers/one_step.py``), for tests and tools only.
 """
 
 from __future__ import annotations
@@ -10,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-from sessiontree.core.context_builder import UNSET, _Unset
 from sessiontree.core.errors import (
     CorruptSessionTree,
     EntryNotFound,
@@ -23,7 +29,7 @@ from sessiontree.core.errors import (
     SessionTreeError,
     StorageUnavailable,
 )
-from sessiontree.core.types import Entry, SessionContext, SessionSnapshot, SessionTreeSession
+from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot, SessionTreeSession, Unset
 
 __all__ = [
     "UNSET",
@@ -33,6 +39,7 @@ __all__ = [
     "InvalidEntry",
     "InvalidSessionId",
     "LeafConflict",
+    "OneStepWriter",
     "SessionAlreadyExists",
     "SessionNotFound",
     "SessionTreeError",
@@ -41,7 +48,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-Expected = str | None | _Unset
+Expected = str | None | Unset
 
 
 @runtime_checkable
@@ -78,12 +85,49 @@ class SessionTreeProvider(Protocol):
 
     def get_entry(self, session_id: str, entry_id: str) -> Entry: ...
 
-    def append_entry(
-        self, session_id: str, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET
-    ) -> Entry: ...
+    # --- branches --------------------------------------------------------------
+    def create_branched_session(
+        self,
+        session_id: str,
+        leaf_entry_id: str | None,
+        *,
+        new_session_id: str | None = None,
+        before_commit: Callable[[SessionTreeSession], None] | None = None,
+        **fields: Any,
+    ) -> SessionTreeSession: ...
+
+    def read(self, session_id: str) -> Any:
+        """A consistent read of one session (a ``StoredView``: state, skeleton, entries)."""
+        ...
+
+    # --- units of work (the operations layer composes steps with these) ------
+    def transact(
+        self,
+        session_id: str,
+        work: Callable[[Any], T],
+        *,
+        expected_leaf_id: Expected = UNSET,
+        before_commit: Callable[[Any], None] | None = None,
+    ) -> T: ...
+
+    # --- reads -------------------------------------------------------------
+    def get_header(self, session_id: str) -> dict[str, Any]: ...
+
+    def get_active_path(self, session_id: str, leaf_entry_id: str | None | Unset = UNSET) -> list[Entry]: ...
+
+    def get_snapshot(self, session_id: str) -> SessionSnapshot: ...
+
+    def build_context(self, session_id: str, leaf_entry_id: str | None | Unset = UNSET) -> SessionContext: ...
+
+
+@runtime_checkable
+class OneStepWriter(Protocol):
+    """Unaudited one-step writes (tests and tools only; no face or service calls them)."""
+
+    def append_entry(self, session_id: str, entry: Entry, *, expected_leaf_id: str | None | Unset = UNSET) -> Entry: ...
 
     def append_message(
-        self, session_id: str, message: dict[str, Any], *, expected_leaf_id: str | None | _Unset = UNSET
+        self, session_id: str, message: dict[str, Any], *, expected_leaf_id: str | None | Unset = UNSET
     ) -> Entry: ...
 
     def append_thinking_level_change(self, session_id: str, thinking_level: str) -> Entry: ...
@@ -135,40 +179,6 @@ class SessionTreeProvider(Protocol):
         self, session_id: str, entry_id: str, patch: dict[str, Any], *, complete: bool = False
     ) -> Entry: ...
 
-    # --- leaf and branches ---------------------------------------------------
     def switch_leaf(self, session_id: str, entry_id: str) -> SessionTreeSession: ...
 
     def reset_leaf(self, session_id: str) -> SessionTreeSession: ...
-
-    def create_branched_session(
-        self,
-        session_id: str,
-        leaf_entry_id: str | None,
-        *,
-        new_session_id: str | None = None,
-        before_commit: Callable[[SessionTreeSession], None] | None = None,
-        **fields: Any,
-    ) -> SessionTreeSession: ...
-
-    def read(self, session_id: str) -> Any:
-        """A consistent read of one session (a ``StoredView``: state, skeleton, entries)."""
-        ...
-
-    # --- units of work (the operations layer composes steps with these) ------
-    def transact(
-        self,
-        session_id: str,
-        work: Callable[[Any], T],
-        *,
-        expected_leaf_id: Expected = UNSET,
-        before_commit: Callable[[Any], None] | None = None,
-    ) -> T: ...
-
-    # --- reads -------------------------------------------------------------
-    def get_header(self, session_id: str) -> dict[str, Any]: ...
-
-    def get_active_path(self, session_id: str, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]: ...
-
-    def get_snapshot(self, session_id: str) -> SessionSnapshot: ...
-
-    def build_context(self, session_id: str, leaf_entry_id: str | None | _Unset = UNSET) -> SessionContext: ...

@@ -659,7 +659,7 @@ class FileStorage:
         root as ``<id>.jsonl``, or at ``path``): the leaf is the last entry, as
         Pi resumes a session; the header gives cwd and parent."""
         file_path = Path(path) if path is not None else self.path_for(session_id)
-        meta.validate_session_id(session_id)
+        meta.validate_session_id(session_id, new=True)
         with self._open(file_path, session_id, exclusive=True) as (_fd, index):
             header = index.header
             stats = index.stats

@@ -18,8 +18,8 @@ from django.db import IntegrityError, transaction
 
 from sessiontree.core.entries import DEFAULT_MAX_ENTRY_DEPTH, json_depth_exceeds
 from sessiontree.core.errors import (
+    BadInput,
     EntryTooLarge,
-    InvalidEntry,
     InvalidSessionId,
     SessionAlreadyExists,
     SessionNotFound,
@@ -29,22 +29,37 @@ from sessiontree.core.path import TreeStats
 from sessiontree.core.types import SessionTreeSession
 from sessiontree.models import Agent, AgentSession, LineageLock
 
-# Pi's ids are UUIDs; ours are UUIDv7. Allow any simple token, never a path.
-_SESSION_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Pi 1.6.0's rule for a session id (``assertValidSessionId``): letters,
+# digits, '-', '_' and '.', starting and ending with a letter or digit. Ours
+# also caps it at the column's 64 characters. A session id becomes a file
+# name; neither rule lets one hold a separator, start with a dot or be "..".
+_PI_SESSION_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+# What earlier releases accepted (an id may end in '-', '_' or '.'): such
+# sessions stay reachable, but no new one is created with such an id.
+_EARLIER_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+MAX_SESSION_ID_LENGTH = 64
+SESSION_ID_RULE = (
+    "letters, digits, '-', '_' or '.', starting and ending with a letter or digit, "
+    f"at most {MAX_SESSION_ID_LENGTH} characters"
+)
 
 UPDATABLE_FIELDS = {"title", "status", "metadata", "cwd", "user_id", "agent_id"}
 STATUSES = {"active", "archived", "deleted"}
 
 
-def validate_session_id(session_id: Any) -> str:
-    """Return ``session_id`` if it is a safe token; raise ``InvalidSessionId`` otherwise.
+def validate_session_id(session_id: Any, *, new: bool = False) -> str:
+    """Return ``session_id`` if it is a usable id; raise ``InvalidSessionId`` otherwise.
 
-    A session id becomes a file name, so anything that could leave the root
-    folder (``/``, ``\\``, ``..``, NUL, a leading dot) is refused outright.
+    ``new``: the id of a session about to be created, which must follow Pi
+    1.6.0's rule. Without it (a lookup) ids earlier releases created are
+    accepted too. Whole-string matches only: a trailing newline is refused.
     """
-    if not isinstance(session_id, str) or not _SESSION_ID_RE.match(session_id) or ".." in session_id:
-        raise InvalidSessionId(f"Invalid session id {session_id!r}: use letters, digits, '-', '_' or '.' (max 64)")
-    return session_id
+    if isinstance(session_id, str) and len(session_id) <= MAX_SESSION_ID_LENGTH:
+        if _PI_SESSION_ID.fullmatch(session_id):
+            return session_id
+        if not new and _EARLIER_SESSION_ID.fullmatch(session_id) and ".." not in session_id:
+            return session_id
+    raise InvalidSessionId(f"Invalid session id {session_id!r}: use {SESSION_ID_RULE}")
 
 
 def _field_max_length(name: str) -> int | None:
@@ -61,14 +76,14 @@ def check_meta_fields(fields: dict[str, Any]) -> None:
         if value is None:
             continue
         if not isinstance(value, str):
-            raise InvalidEntry(f"Session field {name!r} must be a string, not {type(value).__name__}")
+            raise BadInput(f"Session field {name!r} must be a string, not {type(value).__name__}")
         limit = _field_max_length(name)
         if limit is not None and len(value) > limit:
-            raise InvalidEntry(f"Session field {name!r} is longer than {limit} characters")
+            raise BadInput(f"Session field {name!r} is longer than {limit} characters")
     if "metadata" in fields and fields["metadata"] is not None:
         metadata = fields["metadata"]
         if not isinstance(metadata, dict):
-            raise InvalidEntry("metadata must be a JSON object")
+            raise BadInput("metadata must be a JSON object")
         max_depth = int(getattr(settings, "SESSIONTREE_MAX_ENTRY_DEPTH", DEFAULT_MAX_ENTRY_DEPTH))
         if json_depth_exceeds(metadata, max_depth):
             # MariaDB's JSON columns hold 32 levels; refused here alike on every database.
@@ -76,13 +91,13 @@ def check_meta_fields(fields: dict[str, Any]) -> None:
         try:
             json.dumps(metadata, allow_nan=False)
         except (TypeError, ValueError) as exc:
-            raise InvalidEntry(f"metadata cannot be stored as JSON ({exc})") from None
+            raise BadInput(f"metadata cannot be stored as JSON ({exc})") from None
     agent_id = fields.get("agent_id")
     if agent_id is not None:
         if not isinstance(agent_id, int) or isinstance(agent_id, bool):
-            raise InvalidEntry(f"agent_id must be an integer, not {type(agent_id).__name__}")
+            raise BadInput(f"agent_id must be an integer, not {type(agent_id).__name__}")
         if not Agent.objects.filter(pk=agent_id).exists():
-            raise InvalidEntry(f"agent_id {agent_id}: no such agent")
+            raise BadInput(f"agent_id {agent_id}: no such agent")
 
 
 def to_session_dict(row: AgentSession) -> SessionTreeSession:
@@ -150,7 +165,7 @@ def create_row(
 ) -> AgentSession:
     """Insert the meta row (inside the caller's transaction or its own), with
     the tree ``stats`` and leaf of the entries it starts with."""
-    session_id = validate_session_id(session_id) if session_id is not None else new_session_id()
+    session_id = validate_session_id(session_id, new=True) if session_id is not None else new_session_id()
     check_meta_fields(
         {
             "cwd": cwd,
@@ -198,7 +213,7 @@ def fork_fields(source: SessionTreeSession, overrides: dict[str, Any]) -> dict[s
     and user unless overridden, and ``source`` as the parent."""
     unknown = set(overrides) - {"cwd", "agent_id", "user_id", "title", "metadata"}
     if unknown:
-        raise InvalidEntry(f"Unknown fork option(s): {', '.join(sorted(unknown))}")
+        raise BadInput(f"Unknown fork option(s): {', '.join(sorted(unknown))}")
     return {
         "cwd": overrides.get("cwd", source["cwd"] or None),
         "agent_id": overrides.get("agent_id", source["agent_id"]),
@@ -225,11 +240,11 @@ def resolve_parent(parent_session_id: str | None) -> AgentSession | None:
 def update_row_fields(row: AgentSession, fields: dict[str, Any]) -> AgentSession:
     unknown = set(fields) - UPDATABLE_FIELDS
     if unknown:
-        raise InvalidEntry(f"Cannot update session field(s): {', '.join(sorted(unknown))}")
+        raise BadInput(f"Cannot update session field(s): {', '.join(sorted(unknown))}")
     if "status" in fields and fields["status"] not in STATUSES:
-        raise InvalidEntry(f"Invalid status {fields['status']!r}: use one of {', '.join(sorted(STATUSES))}")
+        raise BadInput(f"Invalid status {fields['status']!r}: use one of {', '.join(sorted(STATUSES))}")
     if "metadata" in fields and not isinstance(fields["metadata"], dict):
-        raise InvalidEntry("metadata must be a JSON object")
+        raise BadInput("metadata must be a JSON object")
     check_meta_fields(fields)
     for name, value in fields.items():
         if name in {"cwd"}:

@@ -9,9 +9,10 @@ size limits; forks; snapshots; context) on top of a ``SessionStorage``
 Writes go through ``transact``: the storage locks the session, the work runs
 on a ``SessionWriter`` (append, leaf moves, in-flight entries, several at
 once), and everything becomes durable together with the operations layer's
-audit record (``before_commit``) or not at all. The contract's single-step
-methods (``append_entry``, ``switch_leaf`` …) are one-step ``transact`` calls;
-the operations layer (``sessiontree/services/``) composes several steps in one.
+audit record (``before_commit``) or not at all. The unaudited one-step
+writes of the Python API (``append_message``, ``switch_leaf`` …, for tests and
+tools) are ``providers/one_step.py``'s, each one ``transact`` call; the
+operations layer (``sessiontree/services/``) composes several steps in one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import orjson
 from django.conf import settings
 
 from sessiontree.core import entries as build
-from sessiontree.core.context_builder import UNSET, _Unset, build_context_from_path
+from sessiontree.core.context_builder import build_context_from_path
 from sessiontree.core.entries import (
     DEFAULT_MAX_ENTRY_BYTES,
     DEFAULT_MAX_ENTRY_DEPTH,
@@ -49,10 +50,10 @@ from sessiontree.core.ids import new_session_id
 from sessiontree.core.path import resolve_latest_labels, walk_path
 from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_session_header, serialize_line
 from sessiontree.core.snapshot import build_snapshot
-from sessiontree.core.types import Entry, SessionContext, SessionSnapshot, SessionTreeSession
+from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot, SessionTreeSession, Unset
 
 from . import meta
-from .appends import TypedAppends
+from .one_step import OneStepWrites
 from .port import SessionState, SessionStorage, StoredView, StoredWrite, iter_named_ids
 
 T = TypeVar("T")
@@ -136,8 +137,8 @@ class SessionWriter:
             raise EntryNotFound(f"Entry {entry_id} not found in session {self.session_id}")
         return found
 
-    def active_path(self, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]:
-        leaf_id = self.leaf_entry_id if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+    def active_path(self, leaf_entry_id: str | None | Unset = UNSET) -> list[Entry]:
+        leaf_id = self.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
         return read_path(self._txn, leaf_id)
 
     # --- checks (one order for every storage) -------------------------------------
@@ -151,8 +152,8 @@ class SessionWriter:
         if in_flight is not None:
             raise LeafConflict(f"Entry {in_flight} of session {self.session_id} is still in flight; complete it first")
 
-    def check_expected_leaf(self, expected_leaf_id: str | None | _Unset) -> None:
-        if not isinstance(expected_leaf_id, _Unset) and expected_leaf_id != self.leaf_entry_id:
+    def check_expected_leaf(self, expected_leaf_id: str | None | Unset) -> None:
+        if not isinstance(expected_leaf_id, Unset) and expected_leaf_id != self.leaf_entry_id:
             raise LeafConflict(
                 f"Leaf of session {self.session_id} is {self.leaf_entry_id!r}, not the expected {expected_leaf_id!r}"
             )
@@ -172,7 +173,7 @@ class SessionWriter:
         line, stored = encode_checked(new)
         return stored, generated, line
 
-    def append(self, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET) -> Entry:
+    def append(self, entry: Entry, *, expected_leaf_id: str | None | Unset = UNSET) -> Entry:
         """Append ``entry`` as a child of the leaf; it becomes the leaf."""
         self.check_writable()
         self.check_no_in_flight()
@@ -182,7 +183,7 @@ class SessionWriter:
         self.written.append(stored)
         return stored
 
-    def begin_in_flight(self, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET) -> Entry:
+    def begin_in_flight(self, entry: Entry, *, expected_leaf_id: str | None | Unset = UNSET) -> Entry:
         """Start a streaming entry: it becomes the leaf, visible to reads, and
         alone may change until it is completed."""
         self.check_writable()
@@ -206,7 +207,7 @@ class SessionWriter:
         self.written.append(stored)
         return stored
 
-    def switch_leaf(self, entry_id: Any, *, expected_leaf_id: str | None | _Unset = UNSET) -> None:
+    def switch_leaf(self, entry_id: Any, *, expected_leaf_id: str | None | Unset = UNSET) -> None:
         """Move the leaf to an existing entry (history is never rewritten)."""
         self.check_writable()
         self.check_no_in_flight()
@@ -215,7 +216,7 @@ class SessionWriter:
             raise EntryNotFound(f"Entry {entry_id!r} not found in session {self.session_id}")
         self._txn.set_leaf(entry_id)  # EntryNotFound for an id the session does not hold
 
-    def reset_leaf(self, *, expected_leaf_id: str | None | _Unset = UNSET) -> None:
+    def reset_leaf(self, *, expected_leaf_id: str | None | Unset = UNSET) -> None:
         """Move the leaf before the root: the next entry starts a new root."""
         self.check_writable()
         self.check_no_in_flight()
@@ -246,25 +247,24 @@ class SessionWriter:
         self.written.append(inserted)
         return inserted
 
-
-def context_edit_for(writer: SessionWriter, target_id: str, replacement: Any) -> Entry:
-    """A ``context_edit`` entry for ``target_id``, checked against the active
-    path: the target must be on it and be a message the model sees. A string
-    given for an assistant or tool result becomes one text block, as those
-    roles need block lists."""
-    target = next((e for e in writer.active_path() if e.get("id") == target_id), None)
-    if target is None:
-        raise EntryNotFound(f"Entry {target_id} is not on the active path of session {writer.session_id}")
-    role = message_of(target).get("role") if target.get("type") == "message" else None
-    if target.get("type") != "custom_message" and role not in ("user", "assistant", "toolResult"):
-        raise InvalidEntry(f"Entry {target_id} is not a message whose content the model sees")
-    if (
-        isinstance(replacement, dict)
-        and role in ("assistant", "toolResult")
-        and isinstance(replacement.get("content"), str)
-    ):
-        replacement = {"content": [{"type": "text", "text": replacement["content"]}]}
-    return build.context_edit_entry(target_id, replacement)
+    def append_context_edit(self, target_id: str, replacement: Any) -> Entry:
+        """Append a ``context_edit`` for ``target_id``, checked against the
+        active path: the target must be on it and be a message the model sees.
+        A string given for an assistant or tool result becomes one text block,
+        as those roles need block lists."""
+        target = next((e for e in self.active_path() if e.get("id") == target_id), None)
+        if target is None:
+            raise EntryNotFound(f"Entry {target_id} is not on the active path of session {self.session_id}")
+        role = message_of(target).get("role") if target.get("type") == "message" else None
+        if target.get("type") != "custom_message" and role not in ("user", "assistant", "toolResult"):
+            raise InvalidEntry(f"Entry {target_id} is not a message whose content the model sees")
+        if (
+            isinstance(replacement, dict)
+            and role in ("assistant", "toolResult")
+            and isinstance(replacement.get("content"), str)
+        ):
+            replacement = {"content": [{"type": "text", "text": replacement["content"]}]}
+        return self.append(build.context_edit_entry(target_id, replacement))
 
 
 class _AssumingAbsent(dict[str, Any]):
@@ -291,7 +291,7 @@ def read_path(view: StoredView, leaf_id: str | None) -> list[Entry]:
     return view.entries(ids)
 
 
-class TreeProvider(meta.SessionMetaMethods, TypedAppends):
+class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
     """Every method of the contract, for the storage in ``self.storage``."""
 
     kind: str
@@ -303,7 +303,7 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         session_id: str,
         work: Callable[[SessionWriter], T],
         *,
-        expected_leaf_id: str | None | _Unset = UNSET,
+        expected_leaf_id: str | None | Unset = UNSET,
         before_commit: Callable[[SessionWriter], None] | None = None,
     ) -> T:
         """Run ``work`` on the locked session; its steps and ``before_commit``'s
@@ -351,7 +351,7 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         else:
             copied = check_copied_entries(entries or [])
             check_storable(copied)
-        session_id = meta.validate_session_id(session_id) if session_id is not None else new_session_id()
+        session_id = meta.validate_session_id(session_id, new=True) if session_id is not None else new_session_id()
         # An imported header keeps its own creation time.
         timestamp = (header_extra or {}).get("timestamp")
         header = new_session_header(
@@ -417,84 +417,7 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
             raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
         return found
 
-    def append_entry(self, session_id: str, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET) -> Entry:
-        return self.transact(session_id, lambda w: w.append(entry, expected_leaf_id=expected_leaf_id))
-
-    def begin_in_flight_entry(
-        self, session_id: str, entry: Entry, *, expected_leaf_id: str | None | _Unset = UNSET
-    ) -> Entry:
-        return self.transact(session_id, lambda w: w.begin_in_flight(entry, expected_leaf_id=expected_leaf_id))
-
-    def update_in_flight_entry(
-        self, session_id: str, entry_id: str, patch: dict[str, Any], *, complete: bool = False
-    ) -> Entry:
-        return self.transact(session_id, lambda w: w.update_in_flight(entry_id, patch, complete=complete))
-
-    def append_branch_summary(
-        self,
-        session_id: str,
-        *,
-        branch_from_entry_id: str | None,
-        summary: str,
-        details: Any = None,
-        from_hook: bool | None = None,
-        expected_leaf_id: str | None | _Unset = UNSET,
-    ) -> Entry:
-        """Pi's ``branchWithSummary``: move the leaf to ``branch_from_entry_id``
-        (``None`` = before the root) and append the summary there, in one step.
-        Its ``fromId`` is the leaf being left (``"root"`` when there was none)."""
-
-        def work(writer: SessionWriter) -> Entry:
-            entry = build.branch_summary_entry(
-                branch_from_entry_id=branch_from_entry_id,
-                summary=summary,
-                details=details,
-                from_hook=from_hook,
-                from_id=writer.leaf_entry_id or "root",
-            )
-            if branch_from_entry_id is None:
-                writer.reset_leaf()
-            else:
-                writer.switch_leaf(branch_from_entry_id)
-            return writer.append(entry)
-
-        return self.transact(session_id, work, expected_leaf_id=expected_leaf_id)
-
-    def append_context_edit(
-        self,
-        session_id: str,
-        target_id: str,
-        replacement: Any,
-        *,
-        expected_leaf_id: str | None | _Unset = UNSET,
-    ) -> Entry:
-        """Pi's ``appendContextEdit``: from here on the context shows the target
-        (a user, assistant, tool-result or custom message on the active path)
-        with ``replacement["content"]``, or omits it (``replacement=None``).
-        The check and the append are one step under the session's lock."""
-        return self.transact(
-            session_id,
-            lambda writer: writer.append(context_edit_for(writer, target_id, replacement)),
-            expected_leaf_id=expected_leaf_id,
-        )
-
     # --- leaf and branches -------------------------------------------------------------
-    def switch_leaf(
-        self, session_id: str, entry_id: str, *, expected_leaf_id: str | None | _Unset = UNSET
-    ) -> SessionTreeSession:
-        def work(writer: SessionWriter) -> None:
-            writer.switch_leaf(entry_id, expected_leaf_id=expected_leaf_id)
-
-        self.transact(session_id, work)
-        return self.storage.session(session_id)
-
-    def reset_leaf(self, session_id: str, *, expected_leaf_id: str | None | _Unset = UNSET) -> SessionTreeSession:
-        def work(writer: SessionWriter) -> None:
-            writer.reset_leaf(expected_leaf_id=expected_leaf_id)
-
-        self.transact(session_id, work)
-        return self.storage.session(session_id)
-
     def branched_entries(self, session_id: str, leaf_entry_id: str | None) -> tuple[SessionTreeSession, list[Entry]]:
         """The source session and the entries a fork at ``leaf_entry_id`` holds:
         the root→leaf path without label entries, plus fresh labels for it."""
@@ -532,12 +455,12 @@ class TreeProvider(meta.SessionMetaMethods, TypedAppends):
         return source["session_id"]
 
     # --- reads ------------------------------------------------------------------------
-    def get_active_path(self, session_id: str, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]:
+    def get_active_path(self, session_id: str, leaf_entry_id: str | None | Unset = UNSET) -> list[Entry]:
         with self.storage.read(session_id) as view, gc_paused():
-            leaf_id = view.state.leaf_entry_id if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
+            leaf_id = view.state.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
             return read_path(view, leaf_id)
 
-    def build_context(self, session_id: str, leaf_entry_id: str | None | _Unset = UNSET) -> SessionContext:
+    def build_context(self, session_id: str, leaf_entry_id: str | None | Unset = UNSET) -> SessionContext:
         with gc_paused():
             return build_context_from_path(self.get_active_path(session_id, leaf_entry_id))
 

@@ -17,7 +17,7 @@ import orjson
 from sessiontree.core.compaction import estimate_context_tokens, estimate_tokens
 from sessiontree.core.context_builder import build_context_from_path, entry_to_message
 from sessiontree.core.entries import message_of
-from sessiontree.core.errors import EntryNotFound, InvalidEntry
+from sessiontree.core.errors import BadInput, EntryNotFound
 from sessiontree.core.path import walk_path
 from sessiontree.core.types import Entry, LabelInfo, SessionContext
 from sessiontree.providers.base import SessionTreeProvider
@@ -234,7 +234,7 @@ def find_entries(
     ``user`` messages, ``labelled`` ones, or ``all``) whose JSON contains
     ``text`` (case-insensitive), one page at a time."""
     if show not in ENTRY_FILTERS:
-        raise InvalidEntry(f"Unknown entry filter {show!r}; use one of {', '.join(ENTRY_FILTERS)}")
+        raise BadInput(f"Unknown entry filter {show!r}; use one of {', '.join(ENTRY_FILTERS)}")
     needle = text.strip().casefold()
     with provider.read(session_id) as view:
         state = view.state

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from sessiontree.core.errors import EntryNotFound, InvalidEntry
+from sessiontree.core.errors import BadInput, EntryNotFound
 from sessiontree.core.path import walk_path
 from sessiontree.core.pi_session_file import serialize_line
 from sessiontree.core.types import Entry
@@ -30,9 +30,9 @@ def export_entries(
     """(header, entries) of the export; ``InvalidEntry`` for a bad scope,
     ``EntryNotFound`` for an unknown ``entry_id``."""
     if scope not in EXPORT_SCOPES:
-        raise InvalidEntry(f"Unknown export scope {scope!r}; use one of {', '.join(EXPORT_SCOPES)}")
+        raise BadInput(f"Unknown export scope {scope!r}; use one of {', '.join(EXPORT_SCOPES)}")
     if scope == "subtree" and not entry_id:
-        raise InvalidEntry("A subtree export needs the entry it starts at")
+        raise BadInput("A subtree export needs the entry it starts at")
     header = provider.get_header(session_id)
     with provider.read(session_id) as view:
         in_flight = view.state.in_flight_entry_id

@@ -2,9 +2,10 @@
 
 Faces (admin, REST API, management commands, the roleplay layer) parse their
 input, call one of these functions and render the result; they never write
-through the ORM or a provider directly. Each function takes an ``actor`` (a
-user, or a system actor such as ``cli:alice`` or ``sync``) and a ``channel``
-(``admin``, ``api``, ``cli``, ``sync``, ``internal``), writes the change, and
+through the ORM or a provider directly. Each function is keyword-only and
+takes a required ``actor`` (a user, or a system actor such as ``cli:alice``,
+``sync`` or ``SYSTEM_ACTOR``) and ``channel`` (``admin``, ``api``, ``cli``,
+``sync``, ``internal``), writes the change, and
 writes an ``AuditRecord`` in the same transaction: a record exists if and only
 if the change happened.
 
@@ -18,7 +19,8 @@ Modules:
 - ``repair`` (imported on its own): the safe repairs of ``repair_session``;
 - ``tree``: switch/reset the leaf, set/clear labels, navigate (optional branch
   summary and label), fork before/at an entry, compact;
-- ``audit``: actors, channels and the record;
+- ``audit``: actors, channels and the record; ``operations``: the names of
+  audited operations (constants);
 - ``hooks``: before/after hooks for navigate, fork and compact.
 
 Optimistic concurrency: every append and leaf move takes ``expected_leaf_id``;
@@ -27,8 +29,8 @@ a leaf that moved is ``LeafConflict`` before anything is written.
 
 from __future__ import annotations
 
-from . import audit, entries, hooks, sessions, tree
-from .audit import SYNC_ACTOR, Actor, cli_actor
+from . import audit, entries, hooks, operations, sessions, tree
+from .audit import SYNC_ACTOR, SYSTEM_ACTOR, Actor, cli_actor
 from .hooks import (
     HookEvent,
     register_compaction_hook,
@@ -36,14 +38,17 @@ from .hooks import (
     unregister_compaction_hook,
     unregister_hook,
 )
+from .operations import Operation, register_operations
 from .tree import FORK_POSITIONS, NavigateResult, compact_session, fork_session, navigate_tree
 
 __all__ = [
     "FORK_POSITIONS",
     "SYNC_ACTOR",
+    "SYSTEM_ACTOR",
     "Actor",
     "HookEvent",
     "NavigateResult",
+    "Operation",
     "audit",
     "cli_actor",
     "compact_session",
@@ -51,8 +56,10 @@ __all__ = [
     "fork_session",
     "hooks",
     "navigate_tree",
+    "operations",
     "register_compaction_hook",
     "register_hook",
+    "register_operations",
     "sessions",
     "tree",
     "unregister_compaction_hook",

@@ -1,8 +1,9 @@
 """Who did it, from where: actors, channels and the audit record.
 
 Every operation of this package takes an ``actor`` (a user, or a named system
-actor such as ``cli:alice`` or ``sync``) and a ``channel`` (``admin``,
-``api``, ``cli``, ``sync``, or ``internal`` for plain Python callers). The
+actor such as ``cli:alice``, ``sync`` or ``SYSTEM_ACTOR``) and a ``channel``
+(``admin``, ``api``, ``cli``, ``sync``, or ``internal`` for plain Python
+callers); both are required: there is no default actor. The
 record is written inside the same database transaction as the change (the
 providers' ``before_commit``), so it exists if and only if the change happened.
 """
@@ -23,6 +24,8 @@ from django.utils import timezone
 from sessiontree.core.types import Entry
 from sessiontree.models import AuditRecord
 
+from .operations import check_operation
+
 CHANNELS: tuple[str, ...] = tuple(AuditRecord.Channel.values)
 SYSTEM = "system"
 MAX_DETAIL_TEXT = 200
@@ -37,11 +40,12 @@ class Actor:
 
     @classmethod
     def of(cls, actor: Any) -> Actor:
-        """An ``Actor`` from an ``Actor``, a Django user, a name, or ``None`` (``system``)."""
+        """An ``Actor`` from an ``Actor``, a Django user or a name. ``None`` is
+        refused: a write says who makes it (``SYSTEM_ACTOR`` for the system)."""
         if isinstance(actor, Actor):
             return actor
         if actor is None:
-            return cls(SYSTEM)
+            raise TypeError("An operation needs an actor (a user, a name, or an Actor such as SYSTEM_ACTOR)")
         if isinstance(actor, str):
             name = actor.strip()
             if not name:
@@ -64,6 +68,7 @@ def cli_actor() -> Actor:
 
 
 SYNC_ACTOR = Actor("sync")
+SYSTEM_ACTOR = Actor(SYSTEM)
 
 
 def check_channel(channel: Any) -> str:
@@ -138,6 +143,7 @@ def record(
     One plain ``INSERT``: this runs on every write of every face, and building
     and saving a model instance cost as much CPU as the provider's own append.
     The row reads back as ``AuditRecord.objects.create`` would have stored it."""
+    check_operation(operation)
     ops = connection.ops
     values = [
         ops.adapt_datetimefield_value(timezone.now()),

@@ -14,16 +14,16 @@ from datetime import datetime
 from typing import Any
 
 from sessiontree.core import entries as build
-from sessiontree.core.context_builder import UNSET, _Unset
-from sessiontree.core.errors import InvalidEntry, LeafConflict
-from sessiontree.core.types import Entry
+from sessiontree.core.errors import BadInput, LeafConflict
+from sessiontree.core.types import UNSET, Entry, Unset
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.template import SessionWriter
 
 from ._common import audit_writer, provider_for, set_times, who
 from .audit import describe_entry
+from .operations import Operation
 
-Expected = str | None | _Unset
+Expected = str | None | Unset
 
 
 def append_entry(
@@ -43,7 +43,9 @@ def append_entry(
         session_id,
         lambda writer: writer.append(entry),
         expected_leaf_id=expected_leaf_id,
-        before_commit=audit_writer(acting, channel, "append_entry", detail=lambda w: describe_entry(w.written[0])),
+        before_commit=audit_writer(
+            acting, channel, Operation.APPEND_ENTRY, detail=lambda w: describe_entry(w.written[0])
+        ),
     )
 
 
@@ -75,13 +77,13 @@ def append_entries(
     channel: str,
     provider: SessionTreeProvider | None = None,
     expected_leaf_id: Expected = UNSET,
-    operation: str = "append_entries",
+    operation: str = Operation.APPEND_ENTRIES,
 ) -> list[Entry]:
     """Append ``entries`` in order, each a child of the one before: all of
     them, or (any refused) none. One audit record names them all."""
     acting, channel = who(actor, channel)
     if isinstance(entries, dict) or not isinstance(entries, Sequence) or not entries:
-        raise InvalidEntry("entries must be a non-empty list of entries")
+        raise BadInput("entries must be a non-empty list of entries")
     provider = provider_for(provider, session_id)
 
     def work(writer: SessionWriter) -> list[Entry]:
@@ -121,7 +123,7 @@ def import_entries(
     transaction (the sync command's record of how far it read the file)."""
     acting, channel = who(actor, channel)
     if isinstance(entries, dict) or not isinstance(entries, Sequence) or not entries:
-        raise InvalidEntry("entries must be a non-empty list of entries")
+        raise BadInput("entries must be a non-empty list of entries")
     provider = provider_for(provider, session_id)
 
     def work(writer: SessionWriter) -> list[Entry]:
@@ -135,7 +137,7 @@ def import_entries(
     def detail(writer: SessionWriter) -> dict[str, Any]:
         return {"count": len(writer.written), "types": sorted({str(e.get("type")) for e in writer.written})}
 
-    audit = audit_writer(acting, channel, "import_entries", detail=detail)
+    audit = audit_writer(acting, channel, Operation.IMPORT_ENTRIES, detail=detail)
 
     def before_commit(writer: SessionWriter) -> None:
         audit(writer)
@@ -163,7 +165,9 @@ def begin_in_flight(
         session_id,
         lambda writer: writer.begin_in_flight(entry),
         expected_leaf_id=expected_leaf_id,
-        before_commit=audit_writer(acting, channel, "begin_in_flight", detail=lambda w: describe_entry(w.written[0])),
+        before_commit=audit_writer(
+            acting, channel, Operation.BEGIN_IN_FLIGHT, detail=lambda w: describe_entry(w.written[0])
+        ),
     )
 
 
@@ -181,7 +185,7 @@ def update_in_flight(
     stores it for good. A completed entry raises ``ImmutableEntry``."""
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
-    operation = "complete_in_flight" if complete else "update_in_flight"
+    operation = Operation.COMPLETE_IN_FLIGHT if complete else Operation.UPDATE_IN_FLIGHT
     return provider.transact(
         session_id,
         lambda writer: writer.update_in_flight(entry_id, patch, complete=complete),

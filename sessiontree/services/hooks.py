@@ -41,8 +41,8 @@ class HookEvent:
     ``old_leaf_id``, ``summarize``; fork: ``entry_id``, ``position``; compact:
     ``leaf_entry_id``, ``custom_instructions``); an after hook also gets
     ``result`` (navigate: its result dict; fork: the new session; compact: the
-    compaction entry). ``extras`` is for after hooks to report back (the
-    roleplay layer puts the new branch's state there).
+    compaction entry). A hook reports nothing back: what it writes, it
+    writes through the operations layer like any caller.
     """
 
     name: str
@@ -52,7 +52,6 @@ class HookEvent:
     channel: str
     data: dict[str, Any] = field(default_factory=dict)
     result: Any = None
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 Hook = Callable[[HookEvent], object]

@@ -29,8 +29,9 @@ from sessiontree.selectors.verify import SessionReport, verify_session
 from . import sessions
 from ._common import who
 from .audit import record
+from .operations import Operation
 
-OPERATION = "repair_session"
+OPERATION = Operation.REPAIR_SESSION
 
 
 @dataclass

@@ -15,10 +15,9 @@ from typing import Any
 
 from django.db import transaction
 
-from sessiontree.core.context_builder import UNSET, _Unset
-from sessiontree.core.errors import InvalidEntry, SessionClosed
+from sessiontree.core.errors import BadInput, InvalidEntry, SessionClosed
 from sessiontree.core.path import tree_stats
-from sessiontree.core.types import Entry, SessionTreeSession
+from sessiontree.core.types import UNSET, Entry, SessionTreeSession, Unset
 from sessiontree.models import Agent, AgentSession
 from sessiontree.providers import meta
 from sessiontree.providers.base import SessionTreeProvider
@@ -28,6 +27,7 @@ from sessiontree.providers.template import SessionWriter
 
 from ._common import provider_for, set_times, who
 from .audit import record
+from .operations import Operation
 
 EDITABLE_FIELDS = ("title", "metadata", "user_id", "agent_id", "cwd")
 
@@ -39,7 +39,7 @@ def _agent_id(agent: Any) -> int | None:
         return agent.pk
     if isinstance(agent, int) and not isinstance(agent, bool):
         return agent
-    raise InvalidEntry(f"agent must be an Agent or its id, not {type(agent).__name__}")
+    raise BadInput(f"agent must be an Agent or its id, not {type(agent).__name__}")
 
 
 def create_session(
@@ -73,7 +73,7 @@ def create_session(
         record(
             actor=acting,
             channel=channel,
-            operation="create_session",
+            operation=Operation.CREATE_SESSION,
             session_id=session["session_id"],
             entry_ids=[e["id"] for e in entries or []][:50],
             leaf_after=session["leaf_entry_id"],
@@ -108,7 +108,7 @@ def update_session(
     fields = {name: value for name, value in fields.items() if value is not UNSET}
     unknown = set(fields) - set(EDITABLE_FIELDS)
     if unknown:
-        raise InvalidEntry(f"Cannot update session field(s): {', '.join(sorted(unknown))}")
+        raise BadInput(f"Cannot update session field(s): {', '.join(sorted(unknown))}")
     provider = provider_for(provider, session_id)
     current = provider.get_session(session_id)
     if current is None:
@@ -121,7 +121,7 @@ def update_session(
         record(
             actor=acting,
             channel=channel,
-            operation="update_session",
+            operation=Operation.UPDATE_SESSION,
             session_id=session_id,
             detail={"fields": sorted(changed), **({"title": changed["title"]} if "title" in changed else {})},
         )
@@ -163,14 +163,16 @@ def archive_session(
     *, session_id: str, actor: Any, channel: str, provider: SessionTreeProvider | None = None
 ) -> SessionTreeSession:
     """Archive: read-only until restored (appends and leaf moves are refused)."""
-    return _set_status(session_id, "archived", "archive_session", ("active",), actor, channel, provider)
+    return _set_status(session_id, "archived", Operation.ARCHIVE_SESSION, ("active",), actor, channel, provider)
 
 
 def restore_session(
     *, session_id: str, actor: Any, channel: str, provider: SessionTreeProvider | None = None
 ) -> SessionTreeSession:
     """Back to ``active`` from ``archived`` or (soft) ``deleted``."""
-    return _set_status(session_id, "active", "restore_session", ("archived", "deleted"), actor, channel, provider)
+    return _set_status(
+        session_id, "active", Operation.RESTORE_SESSION, ("archived", "deleted"), actor, channel, provider
+    )
 
 
 def delete_session(
@@ -186,7 +188,9 @@ def delete_session(
     stay, detached from the lineage tree). Returns the session after a soft
     delete, ``None`` after a hard one."""
     if not hard:
-        return _set_status(session_id, "deleted", "delete_session", ("active", "archived"), actor, channel, provider)
+        return _set_status(
+            session_id, "deleted", Operation.DELETE_SESSION, ("active", "archived"), actor, channel, provider
+        )
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
     current = provider.get_session(session_id)
@@ -197,7 +201,7 @@ def delete_session(
         record(
             actor=acting,
             channel=channel,
-            operation="hard_delete_session",
+            operation=Operation.HARD_DELETE_SESSION,
             session_id=session_id,
             leaf_before=current["leaf_entry_id"] if current else None,
             detail={
@@ -246,7 +250,7 @@ def import_session(
         record(
             actor=acting,
             channel=channel,
-            operation="import_session",
+            operation=Operation.IMPORT_SESSION,
             session_id=session["session_id"],
             entry_ids=[e["id"] for e in entries][:50],
             leaf_after=session["leaf_entry_id"],
@@ -286,13 +290,13 @@ def register_file(
     acting, channel = who(actor, channel)
     file_provider = provider if provider is not None else get_provider("file")
     if not isinstance(file_provider, FileSessionTreeProvider):
-        raise InvalidEntry(f"Registering a file needs the file provider, not {file_provider.kind}")
+        raise BadInput(f"Registering a file needs the file provider, not {file_provider.kind}")
 
     def audit(session: SessionTreeSession) -> None:
         record(
             actor=acting,
             channel=channel,
-            operation="register_file",
+            operation=Operation.REGISTER_FILE,
             session_id=session["session_id"],
             leaf_after=session["leaf_entry_id"],
             detail={"path": str(path), "entries": session.get("entry_count"), "title": title},
@@ -313,11 +317,11 @@ def refresh_session(
     actor: Any,
     channel: str,
     provider: SessionTreeProvider | None = None,
-    title: str | None | _Unset = UNSET,
+    title: str | None | Unset = UNSET,
     activity_at: datetime | None = None,
     also: Callable[[int], None] | None = None,
     dry_run: bool = False,
-    operation: str = "refresh_session",
+    operation: str = Operation.REFRESH_SESSION,
 ) -> dict[str, tuple[Any, Any]]:
     """Recompute the meta row's tree fields (entry, branch and compaction
     counts, root, leaf) from the stored entries, and set ``title`` and the
@@ -333,7 +337,7 @@ def refresh_session(
     row = meta.get_row(session_id, provider=provider.kind)
     current = _stored_tree(provider, session_id, row)
     changes = {name: (getattr(row, name), value) for name, value in current.items() if getattr(row, name) != value}
-    if not isinstance(title, _Unset) and title != row.title:
+    if not isinstance(title, Unset) and title != row.title:
         changes["title"] = (row.title, title)
     if not changes:
         if also is not None and not dry_run:

@@ -8,9 +8,8 @@ as the expected leaf: a summarizer that fails, a leaf moved meanwhile
 The rules are Pi's (``navigateTree``, ``fork``, ``compact`` of its agent
 session); ``docs/compaction.md`` ("Services") explains them and where we differ.
 
-``navigate_tree``, ``fork_session`` and ``compact_session`` keep their
-positional ``provider, session_id`` arguments (the Python API contract); their
-``actor`` defaults to ``system`` and their ``channel`` to ``internal``.
+Like every operation, each is keyword-only and needs an ``actor`` and a
+``channel``; ``provider`` is resolved from the session when omitted.
 """
 
 from __future__ import annotations
@@ -21,10 +20,9 @@ from typing import Any, Literal, TypedDict
 from sessiontree.core import entries as build
 from sessiontree.core.branch_summary import collect_entries_for_branch_summary
 from sessiontree.core.compaction import CompactionSettings, prepare_compaction
-from sessiontree.core.context_builder import UNSET, _Unset
 from sessiontree.core.entries import message_of
-from sessiontree.core.errors import EntryNotFound, InvalidEntry, SessionNotFound
-from sessiontree.core.types import Entry, SessionTreeSession
+from sessiontree.core.errors import BadInput, EntryNotFound, InvalidEntry, SessionNotFound
+from sessiontree.core.types import UNSET, Entry, SessionTreeSession, Unset
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.template import SessionWriter
 from sessiontree.summarizers import Summarizer, generate_branch_summary, generate_compaction_summary, get_summarizer
@@ -32,11 +30,11 @@ from sessiontree.summarizers import Summarizer, generate_branch_summary, generat
 from . import hooks
 from ._common import audit_writer, provider_for, who
 from .audit import record
+from .operations import Operation
 
-Expected = str | None | _Unset
+Expected = str | None | Unset
 ForkPosition = Literal["before", "at"]
 FORK_POSITIONS: tuple[str, ...] = ("before", "at")
-INTERNAL = "internal"
 
 
 class NavigateResult(TypedDict):
@@ -76,7 +74,7 @@ def _is_user_message(entry: Entry) -> bool:
 def _check_optional_text(value: Any, what: str) -> None:
     """Refuse a non-text option before anything is read or written."""
     if value is not None and not isinstance(value, str):
-        raise InvalidEntry(f"{what} must be a string or None, got {type(value).__name__}")
+        raise BadInput(f"{what} must be a string or None, got {type(value).__name__}")
 
 
 def _describe(entry: Entry) -> str:
@@ -104,7 +102,7 @@ def switch_leaf(
         session_id,
         lambda writer: writer.switch_leaf(entry_id),
         expected_leaf_id=expected_leaf_id,
-        before_commit=audit_writer(acting, channel, "switch_leaf", detail={"entry_id": entry_id}),
+        before_commit=audit_writer(acting, channel, Operation.SWITCH_LEAF, detail={"entry_id": entry_id}),
     )
     session = provider.get_session(session_id)
     assert session is not None
@@ -126,7 +124,7 @@ def reset_leaf(
         session_id,
         lambda writer: writer.reset_leaf(),
         expected_leaf_id=expected_leaf_id,
-        before_commit=audit_writer(acting, channel, "reset_leaf"),
+        before_commit=audit_writer(acting, channel, Operation.RESET_LEAF),
     )
     session = provider.get_session(session_id)
     assert session is not None
@@ -148,7 +146,7 @@ def set_label(
     _check_optional_text(label, "label")
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
-    operation = "set_label" if label else "clear_label"
+    operation = Operation.SET_LABEL if label else Operation.CLEAR_LABEL
     return provider.transact(
         session_id,
         lambda writer: writer.append(build.label_entry(target_id, label)),
@@ -181,14 +179,14 @@ def clear_label(
 
 
 def compact_session(
-    provider: SessionTreeProvider,
-    session_id: str,
     *,
+    session_id: str,
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
     summarizer: Summarizer | None = None,
     settings: CompactionSettings | None = None,
     custom_instructions: str | None = None,
-    actor: Any = None,
-    channel: str = INTERNAL,
 ) -> Entry | None:
     """Compact the active path: summarize its older part and append a
     ``compaction`` entry at the leaf. Returns the entry, or ``None`` when
@@ -203,6 +201,7 @@ def compact_session(
     """
     _check_optional_text(custom_instructions, "custom_instructions")
     acting, channel = who(actor, channel)
+    provider = provider_for(provider, session_id)
     settings = settings if settings is not None else CompactionSettings()
     leaf_id = _leaf_of(provider, session_id)
     hooks.run_before(
@@ -238,7 +237,7 @@ def compact_session(
         before_commit=audit_writer(
             acting,
             channel,
-            "compact",
+            Operation.COMPACT_SESSION,
             detail={"first_kept_entry_id": result.first_kept_entry_id, "tokens_before": result.tokens_before},
         ),
     )
@@ -260,17 +259,17 @@ def compact_session(
 
 
 def navigate_tree(
-    provider: SessionTreeProvider,
+    *,
     session_id: str,
     target_id: str,
-    *,
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
     summarize: bool = False,
     summarizer: Summarizer | None = None,
     label: str | None = None,
     custom_instructions: str | None = None,
     replace_instructions: bool = False,
-    actor: Any = None,
-    channel: str = INTERNAL,
     expected_leaf_id: Expected = UNSET,
 ) -> NavigateResult:
     """Move the leaf to ``target_id`` as Pi's ``/tree`` does.
@@ -300,7 +299,8 @@ def navigate_tree(
     _check_optional_text(label, "label")
     _check_optional_text(custom_instructions, "custom_instructions")
     acting, channel = who(actor, channel)
-    old_leaf_id = _leaf_of(provider, session_id) if isinstance(expected_leaf_id, _Unset) else expected_leaf_id
+    provider = provider_for(provider, session_id)
+    old_leaf_id = _leaf_of(provider, session_id) if isinstance(expected_leaf_id, Unset) else expected_leaf_id
     if target_id == old_leaf_id:
         return {"leaf_entry_id": old_leaf_id, "editor_text": None, "summary_entry": None, "label_entry": None}
     target = provider.get_entry(session_id, target_id)
@@ -363,7 +363,7 @@ def navigate_tree(
         before_commit=audit_writer(
             acting,
             channel,
-            "navigate",
+            Operation.NAVIGATE_TREE,
             detail={"target_id": target_id, "summarized": branch is not None, "label": label},
         ),
     )
@@ -381,15 +381,15 @@ def navigate_tree(
 
 
 def fork_session(
-    provider: SessionTreeProvider,
+    *,
     session_id: str,
     entry_id: str,
-    *,
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
     position: ForkPosition = "before",
     new_session_id: str | None = None,
     title: str | None = None,
-    actor: Any = None,
-    channel: str = INTERNAL,
 ) -> SessionTreeSession:
     """A new session whose parent is ``session_id``, holding the path up to a point.
 
@@ -403,8 +403,9 @@ def fork_session(
     ``before_fork`` hooks may refuse; ``after_fork`` hooks get the new session.
     """
     if position not in FORK_POSITIONS:
-        raise InvalidEntry(f"Invalid fork position {position!r}; use 'before' or 'at'")
+        raise BadInput(f"Invalid fork position {position!r}; use 'before' or 'at'")
     acting, channel = who(actor, channel)
+    provider = provider_for(provider, session_id)
     entry = provider.get_entry(session_id, entry_id)
     if position == "at":
         fork_leaf_id: str | None = entry_id
@@ -431,7 +432,7 @@ def fork_session(
         record(
             actor=acting,
             channel=channel,
-            operation="fork",
+            operation=Operation.FORK_SESSION,
             session_id=session_id,
             entry_ids=[entry_id],
             detail={"new_session_id": new["session_id"], "position": position},
@@ -439,7 +440,7 @@ def fork_session(
         record(
             actor=acting,
             channel=channel,
-            operation="create_session",
+            operation=Operation.CREATE_SESSION,
             session_id=new["session_id"],
             leaf_after=new["leaf_entry_id"],
             detail={"forked_from": session_id, "entry_id": entry_id, "position": position, "provider": provider.kind},

@@ -40,6 +40,7 @@ from sessiontree.core.errors import (
     CATEGORIES,
     EXIT_UNEXPECTED,
     UNAVAILABLE,
+    BadInput,
     InvalidEntry,
     InvalidSessionId,
     LeafConflict,
@@ -104,17 +105,17 @@ class SyncOptions:
 
     def check(self) -> None:
         if self.mode not in MODES:
-            raise InvalidEntry(f"Unknown mode {self.mode!r}; use one of {', '.join(MODES)}")
+            raise BadInput(f"Unknown mode {self.mode!r}; use one of {', '.join(MODES)}")
         if self.on_rewrite not in ON_REWRITE:
-            raise InvalidEntry(f"Unknown --on-rewrite {self.on_rewrite!r}; use report or reimport")
+            raise BadInput(f"Unknown --on-rewrite {self.on_rewrite!r}; use report or reimport")
         if self.layout not in LAYOUTS:
-            raise InvalidEntry(f"Unknown layout {self.layout!r}; use one of {', '.join(LAYOUTS)}")
+            raise BadInput(f"Unknown layout {self.layout!r}; use one of {', '.join(LAYOUTS)}")
         if self.workers < 1:
-            raise InvalidEntry("--workers must be at least 1")
+            raise BadInput("--workers must be at least 1")
         if self.provider is not None:
             self.provider = check_kind(self.provider)
         if self.mode == "index" and self.provider not in (None, "file"):
-            raise InvalidEntry("index registers files in place as file sessions: --provider must be file")
+            raise BadInput("index registers files in place as file sessions: --provider must be file")
 
     @property
     def target_kind(self) -> str:
@@ -236,7 +237,7 @@ def sync_folder(folder: Path, options: SyncOptions, *, progress: Callable[[int],
         if not folder.exists() and not options.dry_run:
             folder.mkdir(parents=True)
     elif not folder.exists():
-        raise InvalidEntry(f"{folder} does not exist")
+        raise BadInput(f"{folder} does not exist")
     report = SyncReport(folder=folder, mode=options.mode, dry_run=options.dry_run)
     with folder_lock(folder):
         if options.mode == "export":
@@ -350,7 +351,7 @@ def _file_tasks(folder: Path, options: SyncOptions, report: SyncReport) -> tuple
             continue
         session_id = found.header["id"]
         try:
-            meta.validate_session_id(session_id)
+            meta.validate_session_id(session_id, new=True)
         except InvalidSessionId:
             report.results.append(
                 FileResult(shown, SKIPPED, reason=f"header id is not a usable session id ({session_id[:80]!r})")

@@ -114,7 +114,7 @@ def test_export_as_pi_jsonl(admin_client, admin_user, branched, scope):
         assert ids == [e["id"] for e in provider.get_active_path(branched.session_id)]
     else:
         assert entry in ids and len(ids) < len(everything)
-    record = AuditRecord.objects.get(operation="export", session_id=branched.session_id)
+    record = AuditRecord.objects.get(operation="export_session", session_id=branched.session_id)
     assert (record.actor, record.channel, record.detail["scope"]) == (admin_user.username, "admin", scope)
 
 
@@ -122,7 +122,7 @@ def test_export_of_an_unknown_entry_is_a_message(admin_client, branched):
     response = admin_client.get(tree_url(branched, "tree_export"), {"scope": "subtree", "entry": "nope"})
 
     assert response.status_code == 302
-    assert not AuditRecord.objects.filter(operation="export").exists()
+    assert not AuditRecord.objects.filter(operation="export_session").exists()
 
 
 def test_view_only_staff_may_inspect_and_export(viewer_client, branched):

@@ -98,7 +98,7 @@ def test_navigate_with_a_branch_summary_and_a_label(moderator_client, branched):
     summary, label = entries[count:]
     assert summary["parentId"] == target and label["targetId"] == summary["id"] and label["label"] == "reviewed"
     assert leaf_of(branched) == label["id"]
-    assert audit("navigate", branched).detail["summarized"] is True
+    assert audit("navigate_tree", branched).detail["summarized"] is True
 
 
 def test_navigate_to_a_user_message_gives_its_text_back(moderator_client, branched):
@@ -141,7 +141,7 @@ def test_fork_makes_a_linked_session_and_opens_it(moderator_client, moderator, b
         provider.build_context(fork.session_id)["messages"]
         == provider.build_context(branched.session_id, target)["messages"]
     )
-    assert audit("fork", branched).detail["new_session_id"] == fork.session_id
+    assert audit("fork_session", branched).detail["new_session_id"] == fork.session_id
     assert LogEntry.objects.filter(action_flag=ADDITION, object_id=str(fork.pk), user=moderator).exists()
     html = moderator_client.get(tree_url(fork)).content.decode()
     assert f'href="{tree_url(branched)}">{branched.session_id}</a>' in html  # the lineage link back
@@ -170,7 +170,7 @@ def test_compact_now(moderator_client, compacted):
     assert done.status_code == 302
     last = provider.get_active_path(compacted.session_id)[-1]
     assert last["type"] == "compaction" and leaf_of(compacted) == last["id"]
-    assert audit("compact", compacted).channel == "admin"
+    assert audit("compact_session", compacted).channel == "admin"
 
 
 def test_compact_with_nothing_to_compact_offers_no_confirmation(moderator_client, compacted):

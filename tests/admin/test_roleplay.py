@@ -131,12 +131,29 @@ def test_each_value_says_whether_a_turn_a_correction_a_repair_or_a_review_set_it
     story = new_story(kind)
     story.haircut_story()
     service.correct_state(
-        story.provider, story.session_id, {"op": "add", "path": "/location", "value": "inn", "reason": "set at the inn"}
+        provider=story.provider,
+        session_id=story.session_id,
+        payload={"op": "add", "path": "/location", "value": "inn", "reason": "set at the inn"},
+        actor="system",
+        channel="internal",
     )
     story.mark_incomplete("turn-9")
-    service.repair_turn(story.provider, story.session_id, {"turnId": "turn-9", "ops": [add("/mood", "calm")]})
+    service.repair_turn(
+        provider=story.provider,
+        session_id=story.session_id,
+        proposal={"turnId": "turn-9", "ops": [add("/mood", "calm")]},
+        actor="system",
+        channel="internal",
+    )
     story.turn(reviews=[review("review-trust", add("/trust", 0.5))])
-    decision = service.decide_review(story.provider, story.session_id, "review-trust", "accept")
+    decision = service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="accept",
+        actor="system",
+        channel="internal",
+    )
 
     page = text(admin_client.get(state_url(story.row)))
 
@@ -198,17 +215,41 @@ def test_every_roleplay_entry_reads_as_fields_in_the_tree_never_a_python_repr(ad
     story = new_story(kind)
     ids = story.haircut_story()
     story.turn(reviews=[review("review-trust", add("/trust", 0.5), "after the rescue")])
-    service.amend_review(story.provider, story.session_id, "review-trust", 0.6)
-    service.decide_review(story.provider, story.session_id, "review-trust", "accept")
+    service.amend_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        value=0.6,
+        actor="system",
+        channel="internal",
+    )
+    service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="accept",
+        actor="system",
+        channel="internal",
+    )
     service.correct_state(
-        story.provider,
-        story.session_id,
-        {"op": "replace", "path": "/appearance/hair", "value": "chin-length", "reason": "trimmed only"},
+        provider=story.provider,
+        session_id=story.session_id,
+        payload={"op": "replace", "path": "/appearance/hair", "value": "chin-length", "reason": "trimmed only"},
+        actor="system",
+        channel="internal",
     )
     story.mark_incomplete("turn-9")
-    service.repair_turn(story.provider, story.session_id, {"turnId": "turn-9", "ops": [add("/mood", "calm")]})
-    service.create_checkpoint(story.provider, story.session_id)
-    service.archive(story.provider, story.session_id, reason="story over")
+    service.repair_turn(
+        provider=story.provider,
+        session_id=story.session_id,
+        proposal={"turnId": "turn-9", "ops": [add("/mood", "calm")]},
+        actor="system",
+        channel="internal",
+    )
+    service.create_checkpoint(provider=story.provider, session_id=story.session_id, actor="system", channel="internal")
+    service.archive(
+        provider=story.provider, session_id=story.session_id, reason="story over", actor="system", channel="internal"
+    )
 
     page = text(admin_client.get(tree_url(story.row)))
     markers = set(re.findall(r'<span class="marker marker-rp-[\w-]+">([^<]+)</span>', page))

@@ -102,7 +102,13 @@ def test_filters_and_search(admin_client, query, expected):
         build(build_coding_2, f"compacted-{kind}", kind, title="Compacted")
     leaf = provider_of(rows["file"]).get_session("branched-file")["leaf_entry_id"]
     services.tree.fork_session(
-        provider_of(rows["file"]), "branched-file", leaf, position="at", new_session_id="fork-file", actor=BUILDER
+        provider=provider_of(rows["file"]),
+        session_id="branched-file",
+        entry_id=leaf,
+        position="at",
+        new_session_id="fork-file",
+        actor=BUILDER,
+        channel="internal",
     )
     services.sessions.archive_session(session_id="branched-mysql", actor=BUILDER, channel="internal")
 
@@ -116,7 +122,13 @@ def test_filters_and_search(admin_client, query, expected):
 def test_parent_column_links_a_fork_to_its_source(admin_client, branched):
     leaf = provider_of(branched).get_session(branched.session_id)["leaf_entry_id"]
     services.tree.fork_session(
-        provider_of(branched), branched.session_id, leaf, position="at", new_session_id="the-fork", actor=BUILDER
+        provider=provider_of(branched),
+        session_id=branched.session_id,
+        entry_id=leaf,
+        position="at",
+        new_session_id="the-fork",
+        actor=BUILDER,
+        channel="internal",
     )
 
     html = admin_client.get(LIST, {"q": "the-fork"}).content.decode()

@@ -238,10 +238,22 @@ def test_change_page_links_to_the_tree_and_shows_lineage_and_history(admin_clien
 
     provider = provider_of(branched)
     fork = services.tree.fork_session(
-        provider, branched.session_id, leaf_of(branched), position="at", new_session_id="child", actor=BUILDER
+        provider=provider,
+        session_id=branched.session_id,
+        entry_id=leaf_of(branched),
+        position="at",
+        new_session_id="child",
+        actor=BUILDER,
+        channel="internal",
     )
     services.tree.fork_session(
-        provider, "child", fork["leaf_entry_id"], position="at", new_session_id="grandchild", actor=BUILDER
+        provider=provider,
+        session_id="child",
+        entry_id=fork["leaf_entry_id"],
+        position="at",
+        new_session_id="grandchild",
+        actor=BUILDER,
+        channel="internal",
     )
 
     html = admin_client.get(reverse("admin:sessiontree_agentsession_change", args=[branched.pk])).content.decode()

@@ -141,9 +141,15 @@ def test_moderator_may_do_every_write_on_another_users_session(api, api_for, kin
         if url.endswith("in-flight/"):
             in_flight_id = response.json()["id"]
     records = AuditRecord.objects.filter(session_id=sid, channel="api", actor="moderator")
-    assert {"update_session", "append_entry", "set_label", "switch_leaf", "navigate", "reset_leaf", "fork"} <= set(
-        records.values_list("operation", flat=True)
-    )
+    assert {
+        "update_session",
+        "append_entry",
+        "set_label",
+        "switch_leaf",
+        "navigate_tree",
+        "reset_leaf",
+        "fork_session",
+    } <= set(records.values_list("operation", flat=True))
     assert AgentSession.objects.get(session_id=sid).status == "deleted"
     moderator.call("delete", f"/api/sessions/{sid}/?hard=true", 403)  # hard delete is a permission of its own
 

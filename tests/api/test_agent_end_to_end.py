@@ -89,7 +89,12 @@ def test_an_agent_plays_a_whole_session_over_http(kind, db):
     records = AuditRecord.objects.filter(session_id=sid)
     assert records.count() >= 12
     assert set(records.values_list("channel", "actor", "user_id")) == {("api", "agent-runtime", agent_user.pk)}
-    assert {"create_session", "begin_in_flight", "update_in_flight", "complete_in_flight", "navigate", "fork"} <= set(
-        records.values_list("operation", flat=True)
-    )
-    assert "compact" in set(records.values_list("operation", flat=True))
+    assert {
+        "create_session",
+        "begin_in_flight",
+        "update_in_flight",
+        "complete_in_flight",
+        "navigate_tree",
+        "fork_session",
+    } <= set(records.values_list("operation", flat=True))
+    assert "compact_session" in set(records.values_list("operation", flat=True))

@@ -153,7 +153,7 @@ class RealSessions:
         say(**self._write(session_id=sid, message=assistant_message("Alice cuts her hair.")))
         cut = {"commitId": "commit-cut", "ops": [{"op": "add", "path": "/appearance", "value": {"hair": "short"}}]}
         say(**self._write(session_id=sid, message=turn_result({**cut, "events": ["the haircut"]})))
-        roleplay_service.create_checkpoint(get_provider(kind), sid, actor=self.user, channel="api")
+        roleplay_service.create_checkpoint(provider=get_provider(kind), session_id=sid, actor=self.user, channel="api")
         reviews = [
             {"reviewId": f"review-{name}", "op": {"op": "add", "path": f"/{name}", "value": 1}, "note": name}
             for name in ("a", "b", "c", "d")
@@ -165,7 +165,14 @@ class RealSessions:
         )
         status = {"characterId": "alice", "turnId": "turn-9", "status": "incomplete"}
         add(**self._write(session_id=sid, entry=custom("pi-roleplay-turn-status", status)))
-        roleplay_service.decide_review(get_provider(kind), sid, "review-d", "accept", actor=self.user, channel="api")
+        roleplay_service.decide_review(
+            provider=get_provider(kind),
+            session_id=sid,
+            review_id="review-d",
+            decision="accept",
+            actor=self.user,
+            channel="api",
+        )
         return sid
 
     def _usable(self, flavour: str, kind: str) -> tuple[str, RoleplayState | None] | None:

@@ -67,7 +67,7 @@ def test_navigate_to_a_user_message_gives_its_text_back_with_a_summary_and_label
     assert summary["fromId"] == e["u3"]  # the leaf left behind
     assert (label["targetId"], label["label"]) == (summary["id"], "retry-here")
     assert result["leaf_entry_id"] == label["id"]
-    assert_audited(sid, "navigate", users.alice)
+    assert_audited(sid, "navigate_tree", users.alice)
     context = api.get(f"/api/sessions/{sid}/context/")
     assert context["messages"][-1]["role"] == "branchSummary"
     assert context["source_entry_ids"] == [e["u1"], e["a1"], summary["id"]]
@@ -92,7 +92,7 @@ def test_navigate_summarizer_failure_is_502_and_writes_nothing(api, kind, users,
     error = api.post(f"/api/sessions/{sid}/navigate/", {"target_id": e["a2"], "summarize": True}, 502)["error"]
     assert error["code"] == "summarizer_failed"
     assert api.get(f"/api/sessions/{sid}/")["leaf_entry_id"] == e["u3"]
-    assert not audit_records(sid, "navigate")
+    assert not audit_records(sid, "navigate_tree")
 
 
 def test_fork_before_and_at(api, kind, users):
@@ -102,7 +102,7 @@ def test_fork_before_and_at(api, kind, users):
     api.post(f"/api/sessions/{sid}/labels/", label, expected=201)
     before = api.post(f"/api/sessions/{sid}/fork/", {"entry_id": e["u2"]}, expected=201)
     assert before["parent_session_id"] == sid and before["user_id"] == "alice" and before["provider"] == kind
-    assert_audited(sid, "fork", users.alice)
+    assert_audited(sid, "fork_session", users.alice)
     assert_audited(before["session_id"], "create_session", users.alice)
     forked_path = api.get(f"/api/sessions/{before['session_id']}/path/")["entries"]
     assert [entry["id"] for entry in forked_path if entry["type"] == "message"] == [e["u1"], e["a1"]]
@@ -131,7 +131,7 @@ def test_compact_nothing_then_something(api, kind, users):
     sid = api.create_session(kind)["session_id"]
     api.say(sid, "short")
     assert api.post(f"/api/sessions/{sid}/compact/", {}, expected=200) == {"compacted": False}
-    assert not audit_records(sid, "compact")
+    assert not audit_records(sid, "compact_session")
     stored = []
     for i in range(4):
         stored.append(api.say(sid, f"question {i} " + words(9000))["id"])
@@ -139,7 +139,7 @@ def test_compact_nothing_then_something(api, kind, users):
     entry = api.post(f"/api/sessions/{sid}/compact/", {"custom_instructions": "keep the numbers"}, expected=201)
     assert entry["type"] == "compaction" and entry["parentId"] == stored[-1]
     assert entry["firstKeptEntryId"] in stored[1:]
-    assert_audited(sid, "compact", users.alice)
+    assert_audited(sid, "compact_session", users.alice)
     context = api.get(f"/api/sessions/{sid}/context/")
     assert context["messages"][0]["role"] == "compactionSummary"
     assert context["source_entry_ids"][0] == entry["id"]
@@ -261,7 +261,7 @@ def test_export_refusals_are_json(api, kind, users):
     api.say(sid, "hello")
     for query, status, code in [
         ("?scope=everything", 400, "invalid_input"),
-        ("?scope=subtree", 400, "invalid_entry"),
+        ("?scope=subtree", 400, "bad_input"),
         ("?scope=subtree&entry=nothere1", 404, "entry_not_found"),
     ]:
         response = api.client.get(f"/api/sessions/{sid}/export/{query}", HTTP_ACCEPT="application/x-ndjson")

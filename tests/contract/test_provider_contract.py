@@ -18,10 +18,12 @@ from sessiontree.providers.base import (
     InvalidEntry,
     InvalidSessionId,
     LeafConflict,
+    OneStepWriter,
     SessionAlreadyExists,
     SessionNotFound,
     SessionTreeProvider,
 )
+from sessiontree.providers.one_step import ONE_STEP_WRITES
 
 
 def user(text):
@@ -595,10 +597,20 @@ SESSION_METHODS = sorted(name for name, call in METHOD_CALLS.items() if call is 
 def test_every_protocol_method_is_covered():
     protocol_methods = {
         name
-        for name in vars(SessionTreeProvider)
-        if not name.startswith("_") and callable(vars(SessionTreeProvider)[name])
+        for protocol in (SessionTreeProvider, OneStepWriter)
+        for name in vars(protocol)
+        if not name.startswith("_") and callable(vars(protocol)[name])
     }
     assert protocol_methods == set(METHOD_CALLS)
+
+
+def test_the_one_step_writes_are_not_the_production_contract(provider):
+    """The unaudited one-step writes are every provider's (tests and tools
+    use them) but not ``SessionTreeProvider``'s, which production code types against."""
+    assert isinstance(provider, OneStepWriter)
+    production = {name for name in vars(SessionTreeProvider) if not name.startswith("_")}
+    assert not production & set(ONE_STEP_WRITES)
+    assert {name for name in vars(OneStepWriter) if not name.startswith("_")} == set(ONE_STEP_WRITES)
 
 
 @pytest.mark.parametrize("method", SESSION_METHODS)
@@ -790,3 +802,24 @@ def test_meta_values_the_columns_cannot_hold_are_refused_alike_on_every_database
     with pytest.raises(InvalidEntry):
         provider.create_session(session_id="s2", **fields)
     assert provider.get_session("s2") is None
+
+
+@pytest.mark.parametrize("bad_id", ["abc-", "abc_", "abc.", "-abc", "a", "x\n", "a b", "a/b"])
+def test_new_session_ids_follow_pis_rule(provider, bad_id):
+    """Pi 1.6.0: letters, digits, '-', '_' and '.', starting and ending with a
+    letter or digit; whole-string matches only (a trailing newline is no id)."""
+    if bad_id == "a":  # one character is an id
+        assert provider.create_session(session_id=bad_id)["session_id"] == "a"
+        return
+    provider.create_session(session_id="source")
+    with pytest.raises(InvalidSessionId):
+        provider.create_session(session_id=bad_id)
+    with pytest.raises(InvalidSessionId):
+        provider.create_branched_session("source", None, new_session_id=bad_id)
+    assert provider.get_session("abc") is None
+
+
+def test_ids_pi_accepts_are_accepted(provider):
+    for good_id in ["a.b", "a..b", "A_1-b.c", "0" * 64]:
+        assert provider.create_session(session_id=good_id)["session_id"] == good_id
+        assert provider.get_session(good_id)["session_id"] == good_id

@@ -77,17 +77,37 @@ def navigation(p: Any, sid: str) -> list[str]:
     p.append_message(sid, user("Try A"))
     a2 = p.append_message(sid, assistant("A half works", tools=[("read", {"path": "a.txt"})], tokens=1500))
     p.append_message(sid, tool_result(a2["message"], "contents of a"))
-    navigate_tree(p, sid, a1["id"])  # without a summary
+    navigate_tree(
+        provider=p, session_id=sid, target_id=a1["id"], actor="system", channel="internal"
+    )  # without a summary
     p.append_message(sid, user("Try B"))
     b = p.append_message(sid, assistant("B works", tokens=1800))
-    navigate_tree(p, sid, a2["id"], summarize=True, label="back to A")  # with a summary
+    navigate_tree(
+        provider=p,
+        session_id=sid,
+        target_id=a2["id"],
+        summarize=True,
+        label="back to A",
+        actor="system",
+        channel="internal",
+    )  # with a summary
     p.append_message(sid, user("Continue A"))
-    navigate_tree(p, sid, q1["id"], summarize=True)  # to the root user message: before the root
+    navigate_tree(
+        provider=p, session_id=sid, target_id=q1["id"], summarize=True, actor="system", channel="internal"
+    )  # to the root user message: before the root
     p.append_message(sid, user("A new root"))
     p.append_message(sid, assistant("Rooted.", tokens=300))
     p.reset_leaf(sid)
     p.append_message(sid, user("Yet another root"))
-    navigate_tree(p, sid, b["id"], summarize=False, label="B result")
+    navigate_tree(
+        provider=p,
+        session_id=sid,
+        target_id=b["id"],
+        summarize=False,
+        label="B result",
+        actor="system",
+        channel="internal",
+    )
     p.append_label_change(sid, b["id"], "")
     p.append_message(sid, user("After B"))
     return []
@@ -97,15 +117,42 @@ def compactions(p: Any, sid: str) -> list[str]:
     p.append_message(sid, system("", sections={"preamble": "You help.", "cwd": "/srv"}, added=["read", "write"]))
     for index in range(1, 5):
         tools_turn(p, sid, index, big=300)
-    assert compact_session(p, sid, settings=CompactionSettings(keep_recent_tokens=400)) is not None
+    assert (
+        compact_session(
+            provider=p,
+            session_id=sid,
+            settings=CompactionSettings(keep_recent_tokens=400),
+            actor="system",
+            channel="internal",
+        )
+        is not None
+    )
     p.append_message(sid, system("More rules.", sections={"cwd": None}, removed=["write"]))
     for index in range(5, 8):
         tools_turn(p, sid, index, big=300)
-    assert compact_session(p, sid, settings=CompactionSettings(keep_recent_tokens=120)) is not None
+    assert (
+        compact_session(
+            provider=p,
+            session_id=sid,
+            settings=CompactionSettings(keep_recent_tokens=120),
+            actor="system",
+            channel="internal",
+        )
+        is not None
+    )
     kept = p.append_message(sid, assistant("after", tokens=20000))
     p.append_context_edit(sid, kept["id"], None)
     tools_turn(p, sid, 8)
-    assert compact_session(p, sid, settings=CompactionSettings(keep_recent_tokens=1)) is not None
+    assert (
+        compact_session(
+            provider=p,
+            session_id=sid,
+            settings=CompactionSettings(keep_recent_tokens=1),
+            actor="system",
+            channel="internal",
+        )
+        is not None
+    )
     p.append_compaction(sid, summary="retain none", first_kept_entry_id=None, tokens_before=5)
     p.append_message(sid, user("the end"))
     return []
@@ -119,11 +166,19 @@ def forks(p: Any, sid: str) -> list[str]:
     p.append_label_change(sid, s["id"], "second")
     p.append_message(sid, assistant("second answer", tokens=900))
     tools_turn(p, sid, 1)
-    compact_session(p, sid, settings=CompactionSettings(keep_recent_tokens=50))
+    compact_session(
+        provider=p,
+        session_id=sid,
+        settings=CompactionSettings(keep_recent_tokens=50),
+        actor="system",
+        channel="internal",
+    )
     t = p.append_message(sid, user("Third"))
     p.append_message(sid, assistant("third answer", tokens=1200))
-    before = fork_session(p, sid, t["id"], position="before")
-    at = fork_session(p, sid, s["id"], position="at")
+    before = fork_session(
+        provider=p, session_id=sid, entry_id=t["id"], position="before", actor="system", channel="internal"
+    )
+    at = fork_session(provider=p, session_id=sid, entry_id=s["id"], position="at", actor="system", channel="internal")
     return [before["session_id"], at["session_id"]]
 
 
@@ -134,7 +189,13 @@ def unicode_and_large(p: Any, sid: str) -> list[str]:
     p.append_message(sid, tool_result(call, "x" * 1999 + "😀" + "長い出力 " * 20000))
     p.append_message(sid, assistant("✅ done", tokens=60000))
     p.append_session_info(sid, "会话 🏷️")
-    compact_session(p, sid, settings=CompactionSettings(keep_recent_tokens=10))
+    compact_session(
+        provider=p,
+        session_id=sid,
+        settings=CompactionSettings(keep_recent_tokens=10),
+        actor="system",
+        channel="internal",
+    )
     p.append_message(sid, user("tail 🧵"))
     return []
 
@@ -213,8 +274,17 @@ def test_pi_lists_a_forks_parent_session(pi, tmp_path, settings):
     provider.append_message(source, user("Root"))
     provider.append_message(source, assistant("answer", tokens=50))
     second = provider.append_message(source, user("Second"))
-    fork = fork_session(provider, source, second["id"], position="at", actor="interop", channel="internal")
-    grandchild = fork_session(provider, fork["session_id"], second["id"], position="before")
+    fork = fork_session(
+        provider=provider, session_id=source, entry_id=second["id"], position="at", actor="interop", channel="internal"
+    )
+    grandchild = fork_session(
+        provider=provider,
+        session_id=fork["session_id"],
+        entry_id=second["id"],
+        position="before",
+        actor="system",
+        channel="internal",
+    )
     listed = {info["id"]: info for info in pi.list(provider.root, cwd="/srv/project")}
     assert set(listed) == {source, fork["session_id"], grandchild["session_id"]}
     assert listed[source]["parentSessionPath"] is None

@@ -92,10 +92,21 @@ def test_every_statement_of_every_entry_operation_names_one_session(provider):
         ),
         "services.set_label": lambda: tree.set_label(session_id="s1", target_id=first["id"], label="k", **who),
         "services.navigate_tree": lambda: tree.navigate_tree(
-            provider, "s1", first["id"], summarize=True, summarizer=FakeSummarizer("s"), actor="t"
+            provider=provider,
+            session_id="s1",
+            target_id=first["id"],
+            summarize=True,
+            summarizer=FakeSummarizer("s"),
+            actor="t",
+            channel="internal",
         ),
         "services.compact_session": lambda: tree.compact_session(
-            provider, "s1", summarizer=FakeSummarizer("s"), settings=CompactionSettings(keep_recent_tokens=10)
+            provider=provider,
+            session_id="s1",
+            summarizer=FakeSummarizer("s"),
+            settings=CompactionSettings(keep_recent_tokens=10),
+            actor="system",
+            channel="internal",
         ),
         "get_session": lambda: provider.get_session("s1"),
         "get_entry": lambda: provider.get_entry("s1", first["id"]),

@@ -28,6 +28,11 @@ class Story:
         self.session_id = provider.create_session(**session_fields)["session_id"]
         self._seq = itertools.count(1)
 
+    @property
+    def at(self) -> dict[str, Any]:
+        """The keyword arguments every roleplay write takes for this session."""
+        return {"provider": self.provider, "session_id": self.session_id, "actor": "system", "channel": "internal"}
+
     # --- reads ---
     @property
     def leaf(self) -> str | None:

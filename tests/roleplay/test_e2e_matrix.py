@@ -42,7 +42,13 @@ def test_9_1_in_place_tree_back_before_the_haircut_and_forward_again(story):
     assert hair(service.inspect_state(story.provider, story.session_id)) == SHORT_HAIR
 
     # /tree to the user message that asked for the cut: the leaf goes to its parent.
-    moved = service.history_goto(story.provider, story.session_id, ids["ask_cut"])
+    moved = service.history_goto(
+        provider=story.provider,
+        session_id=story.session_id,
+        entry_id=ids["ask_cut"],
+        actor="system",
+        channel="internal",
+    )
     assert moved["leaf_entry_id"] == ids["reply"] and story.leaf == ids["reply"]
     assert moved["editor_text"] == "Will you cut your hair?"
     assert moved["state"]["revision"] == 0
@@ -56,10 +62,14 @@ def test_9_1_in_place_tree_back_before_the_haircut_and_forward_again(story):
 
     # The old branch is still there: navigating to it restores the short hair.
     refused_leaf = story.leaf
-    back = service.history_goto(story.provider, story.session_id, ids["cut"])
+    back = service.history_goto(
+        provider=story.provider, session_id=story.session_id, entry_id=ids["cut"], actor="system", channel="internal"
+    )
     assert back["leaf_entry_id"] == ids["cut"]
     assert back["state"]["revision"] == 1 and hair(back["state"]) == SHORT_HAIR
-    again = service.history_goto(story.provider, story.session_id, refused_leaf)
+    again = service.history_goto(
+        provider=story.provider, session_id=story.session_id, entry_id=refused_leaf, actor="system", channel="internal"
+    )
     assert again["state"]["revision"] == 0 and not mentions_short_hair(again["state"])
 
 
@@ -77,7 +87,14 @@ def test_9_2_fork_before_the_haircut_request(story):
     source_entries = story.entries()
     source_state = service.inspect_state(story.provider, story.session_id)
 
-    forked = service.history_fork(story.provider, story.session_id, ids["ask_cut"], position="before")
+    forked = service.history_fork(
+        provider=story.provider,
+        session_id=story.session_id,
+        entry_id=ids["ask_cut"],
+        position="before",
+        actor="system",
+        channel="internal",
+    )
     new = forked["session"]
     new_id = new["session_id"]
     assert new_id != story.session_id
@@ -89,7 +106,11 @@ def test_9_2_fork_before_the_haircut_request(story):
 
     # Later writes land in the new session only.
     service.correct_state(
-        story.provider, new_id, {"op": "add", "path": "/appearance", "value": {"hair": "braided"}, "reason": "r"}
+        provider=story.provider,
+        session_id=new_id,
+        payload={"op": "add", "path": "/appearance", "value": {"hair": "braided"}, "reason": "r"},
+        actor="system",
+        channel="internal",
     )
     assert hair(service.inspect_state(story.provider, new_id)) == "braided"
     assert story.entries() == source_entries
@@ -101,7 +122,14 @@ def test_9_3_clone_at_the_haircut_turn_result(story):
     ids = story.haircut_story()
     source_entries = story.entries()
 
-    cloned = service.history_fork(story.provider, story.session_id, ids["cut"], position="at")
+    cloned = service.history_fork(
+        provider=story.provider,
+        session_id=story.session_id,
+        entry_id=ids["cut"],
+        position="at",
+        actor="system",
+        channel="internal",
+    )
     new_id = cloned["session"]["session_id"]
     assert cloned["session"]["parent_session_id"] == story.session_id
     assert story.provider.get_header(new_id)["parentSession"] == parent_reference(story)
@@ -129,9 +157,25 @@ def test_9_4_pending_review_accept_and_reject_on_two_branches(story):
     )
     assert [r["reviewId"] for r in service.list_reviews(story.provider, story.session_id)] == ["review-trust"]
 
-    accept = service.decide_review(story.provider, story.session_id, "review-trust", "accept")
-    service.history_goto(story.provider, story.session_id, pending)
-    reject = service.decide_review(story.provider, story.session_id, "review-trust", "reject")
+    accept = service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="accept",
+        actor="system",
+        channel="internal",
+    )
+    service.history_goto(
+        provider=story.provider, session_id=story.session_id, entry_id=pending, actor="system", channel="internal"
+    )
+    reject = service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="reject",
+        actor="system",
+        channel="internal",
+    )
     assert accept["parentId"] == reject["parentId"] == pending
 
     on_accept = service.inspect_state(story.provider, story.session_id, leaf_entry_id=accept["id"])
@@ -151,7 +195,13 @@ def test_9_5_a_branch_summary_never_becomes_canon(story):
     ids = story.haircut_story()
     summarizer = FakeSummarizer(ABANDONED)
     moved = service.history_goto(
-        story.provider, story.session_id, ids["ask_cut"], summarize=True, summarizer=summarizer
+        provider=story.provider,
+        session_id=story.session_id,
+        entry_id=ids["ask_cut"],
+        summarize=True,
+        summarizer=summarizer,
+        actor="system",
+        channel="internal",
     )
     summary = moved["summary_entry"]
     assert summary is not None and summary["parentId"] == ids["reply"]
@@ -182,13 +232,23 @@ def test_9_5_a_branch_summary_never_becomes_canon(story):
 
 def test_9_6_each_branch_reads_only_its_own_checkpoint(story):
     ids = story.haircut_story()
-    short_checkpoint = service.create_checkpoint(story.provider, story.session_id)
+    short_checkpoint = service.create_checkpoint(
+        provider=story.provider, session_id=story.session_id, actor="system", channel="internal"
+    )
     a_leaf = story.turn([add("/location", "royal capital")])
 
-    service.history_goto(story.provider, story.session_id, ids["ask_cut"])
+    service.history_goto(
+        provider=story.provider,
+        session_id=story.session_id,
+        entry_id=ids["ask_cut"],
+        actor="system",
+        channel="internal",
+    )
     story.user("Let's stay in the village.")
     story.turn([add("/mood", "content")])
-    long_checkpoint = service.create_checkpoint(story.provider, story.session_id)
+    long_checkpoint = service.create_checkpoint(
+        provider=story.provider, session_id=story.session_id, actor="system", channel="internal"
+    )
     b_leaf = story.turn([add("/location", "south district")])
 
     on_a = service.inspect_state(story.provider, story.session_id, leaf_entry_id=a_leaf)
@@ -201,7 +261,9 @@ def test_9_6_each_branch_reads_only_its_own_checkpoint(story):
     assert long_checkpoint["data"]["state"] == {"mood": "content"}
 
     # Back before either checkpoint: revision 0, no checkpoint on the path.
-    moved = service.history_goto(story.provider, story.session_id, ids["reply"])
+    moved = service.history_goto(
+        provider=story.provider, session_id=story.session_id, entry_id=ids["reply"], actor="system", channel="internal"
+    )
     assert moved["state"]["checkpoint_entry_id"] is None and moved["state"]["revision"] == 0
 
 
@@ -223,10 +285,12 @@ def test_compaction_appends_a_checkpoint_that_keeps_revision_and_hash(story):
     leaf_before = story.leaf
 
     result = service.compact_with_checkpoint(
-        story.provider,
-        story.session_id,
+        provider=story.provider,
+        session_id=story.session_id,
         summarizer=FakeSummarizer("They travelled for four chapters."),
         settings=CompactionSettings(keep_recent_tokens=200),
+        actor="system",
+        channel="internal",
     )
     compaction, checkpoint = result["compaction"], result["checkpoint"]
     assert compaction is not None and compaction["type"] == "compaction"
@@ -249,7 +313,9 @@ def test_compaction_appends_a_checkpoint_that_keeps_revision_and_hash(story):
     assert context["roleplay"]["state_hash"] == before["state_hash"]
 
     # /tree back before the compaction: its checkpoint is not on that path.
-    moved = service.history_goto(story.provider, story.session_id, leaf_before)
+    moved = service.history_goto(
+        provider=story.provider, session_id=story.session_id, entry_id=leaf_before, actor="system", channel="internal"
+    )
     assert moved["state"]["checkpoint_entry_id"] != checkpoint["id"]
     assert checkpoint["id"] not in [e["id"] for e in story.provider.get_active_path(story.session_id)]
     assert (moved["state"]["revision"], moved["state"]["state_hash"]) == (before["revision"], before["state_hash"])
@@ -263,10 +329,12 @@ def test_any_compaction_of_a_roleplay_branch_gets_its_checkpoint(story):
     long_story(story)
     before = service.inspect_state(story.provider, story.session_id)
     compaction = compact_session(
-        story.provider,
-        story.session_id,
+        provider=story.provider,
+        session_id=story.session_id,
         summarizer=FakeSummarizer("They travelled."),
         settings=CompactionSettings(keep_recent_tokens=200),
+        actor="system",
+        channel="internal",
     )
     checkpoint = story.entry(story.leaf)
     assert checkpoint["customType"] == schema.CHECKPOINT_TYPE
@@ -285,10 +353,12 @@ def test_a_failing_compaction_hook_never_loses_the_compaction(story, caplog):
     tree_services.register_compaction_hook(broken_hook)
     try:
         compaction = tree_services.compact_session(
-            story.provider,
-            story.session_id,
+            provider=story.provider,
+            session_id=story.session_id,
             summarizer=FakeSummarizer("They travelled."),
             settings=CompactionSettings(keep_recent_tokens=200),
+            actor="system",
+            channel="internal",
         )
     finally:
         tree_services.unregister_compaction_hook(broken_hook)
@@ -305,14 +375,18 @@ def test_correction_is_recorded_with_provenance_and_never_moves_the_tree(story):
     before_entries = story.entries()
     with pytest.raises(schema.RoleplayValidationError, match="reason"):
         service.correct_state(
-            story.provider, story.session_id, {"op": "replace", "path": "/appearance/hair", "value": "long"}
+            provider=story.provider,
+            session_id=story.session_id,
+            payload={"op": "replace", "path": "/appearance/hair", "value": "long"},
+            actor="system",
+            channel="internal",
         )
     assert story.entries() == before_entries
 
     entry = service.correct_state(
-        story.provider,
-        story.session_id,
-        {
+        provider=story.provider,
+        session_id=story.session_id,
+        payload={
             "op": "replace",
             "path": "/appearance/hair",
             "from": SHORT_HAIR,
@@ -320,6 +394,8 @@ def test_correction_is_recorded_with_provenance_and_never_moves_the_tree(story):
             "reason": "the haircut was recorded wrong",
             "correctsCommitId": "commit-haircut",
         },
+        actor="system",
+        channel="internal",
     )
     assert entry["parentId"] == ids["cut"]
     assert story.entries() == [*before_entries, entry]
@@ -329,5 +405,11 @@ def test_correction_is_recorded_with_provenance_and_never_moves_the_tree(story):
     assert entry["data"]["source"] == "manual-correction"
     assert entry["data"]["correctsCommitId"] == "commit-haircut"
     # The correction is branch-local like everything else.
-    before_cut = service.history_goto(story.provider, story.session_id, ids["ask_cut"])["state"]
+    before_cut = service.history_goto(
+        provider=story.provider,
+        session_id=story.session_id,
+        entry_id=ids["ask_cut"],
+        actor="system",
+        channel="internal",
+    )["state"]
     assert before_cut["revision"] == 0 and hair(before_cut) is None

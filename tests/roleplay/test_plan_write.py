@@ -32,7 +32,7 @@ def test_a_planned_correction_says_what_it_appends_and_changes_and_appends_nothi
     before = story.entries()
     payload = {"op": "replace", "path": "/appearance/hair", "from": SHORT_HAIR, "value": "chin-length", "reason": "r"}
 
-    plan = service.plan_write(service.correct_state, story.provider, story.session_id, payload)
+    plan = service.plan_write(service.correct_state, **story.at, payload=payload)
 
     assert unchanged(story, before)
     assert plan["operation"] == "roleplay_correct_state" and plan["leaf_entry_id"] == story.leaf
@@ -46,7 +46,9 @@ def test_a_planned_correction_says_what_it_appends_and_changes_and_appends_nothi
     }
     assert (plan["before"]["revision"], plan["after"]["revision"]) == (2, 3)
 
-    written = service.correct_state(story.provider, story.session_id, payload)
+    written = service.correct_state(
+        provider=story.provider, session_id=story.session_id, payload=payload, actor="system", channel="internal"
+    )
     after = service.inspect_state(story.provider, story.session_id)
     assert after["state_hash"] == plan["after"]["state_hash"] and after["revision"] == plan["after"]["revision"]
     assert written["data"]["ops"] == entry["data"]["ops"]
@@ -55,9 +57,7 @@ def test_a_planned_correction_says_what_it_appends_and_changes_and_appends_nothi
 def test_a_planned_accept_with_a_value_lists_both_entries(story):
     before = story.entries()
 
-    plan = service.plan_write(
-        service.decide_review, story.provider, story.session_id, "review-trust", "accept", value=0.7
-    )
+    plan = service.plan_write(service.decide_review, **story.at, review_id="review-trust", decision="accept", value=0.7)
 
     assert unchanged(story, before)
     assert [e["customType"] for e in plan["entries"]] == [schema.REVIEW_AMENDMENT_TYPE, schema.REVIEW_DECISION_TYPE]
@@ -70,29 +70,29 @@ def test_a_plan_raises_what_the_write_would_raise(story):
     before = story.entries()
     with pytest.raises(RoleplayValidationError, match="does not apply"):
         service.plan_write(
-            service.correct_state, story.provider, story.session_id, {"op": "remove", "path": "/nowhere", "reason": "r"}
+            service.correct_state, **story.at, payload={"op": "remove", "path": "/nowhere", "reason": "r"}
         )
     with pytest.raises(ReviewNotFound):
-        service.plan_write(service.decide_review, story.provider, story.session_id, "review-typo", "accept")
-    service.archive(story.provider, story.session_id)
+        service.plan_write(service.decide_review, **story.at, review_id="review-typo", decision="accept")
+    service.archive(provider=story.provider, session_id=story.session_id, actor="system", channel="internal")
     with pytest.raises(CharacterArchived):
-        service.plan_write(service.amend_review, story.provider, story.session_id, "review-trust", 1)
+        service.plan_write(service.amend_review, **story.at, review_id="review-trust", value=1)
     assert len(story.entries()) == len(before) + 1  # the archive only
 
 
 def test_plan_write_refuses_what_is_not_a_roleplay_write(story):
     with pytest.raises(RuntimeError, match="not a roleplay write"):
-        service.plan_write(service.inspect_state, story.provider, story.session_id)
+        service.plan_write(service.inspect_state, provider=story.provider, session_id=story.session_id)
 
 
 @pytest.mark.parametrize(
     ("write", "args"),
     [
-        (service.correct_state, ({"op": "add", "path": "/mood", "value": "calm", "reason": "r"},)),
-        (service.decide_review, ("review-trust", "accept")),
-        (service.amend_review, ("review-trust", 0.6)),
-        (service.create_checkpoint, ()),
-        (service.archive, ()),
+        (service.correct_state, {"payload": {"op": "add", "path": "/mood", "value": "calm", "reason": "r"}}),
+        (service.decide_review, {"review_id": "review-trust", "decision": "accept"}),
+        (service.amend_review, {"review_id": "review-trust", "value": 0.6}),
+        (service.create_checkpoint, {}),
+        (service.archive, {}),
     ],
 )
 def test_a_write_for_a_leaf_the_caller_did_not_see_is_refused(story, write, args):
@@ -101,10 +101,10 @@ def test_a_write_for_a_leaf_the_caller_did_not_see_is_refused(story, write, args
     before = story.entries()
 
     with pytest.raises(LeafConflict, match=f"not {seen}"):
-        write(story.provider, story.session_id, *args, expected_leaf_id=seen)
+        write(**story.at, **args, expected_leaf_id=seen)
 
     assert story.entries() == before
-    written = write(story.provider, story.session_id, *args, expected_leaf_id=story.leaf)
+    written = write(**story.at, **args, expected_leaf_id=story.leaf)
     assert written["parentId"] == before[-1]["id"]
 
 
@@ -113,5 +113,12 @@ def test_a_repair_for_a_leaf_the_caller_did_not_see_is_refused(story):
     seen = story.leaf
     story.assistant("…")
     with pytest.raises(LeafConflict):
-        service.repair_turn(story.provider, story.session_id, {"turnId": "turn-7", "ops": []}, expected_leaf_id=seen)
+        service.repair_turn(
+            provider=story.provider,
+            session_id=story.session_id,
+            proposal={"turnId": "turn-7", "ops": []},
+            expected_leaf_id=seen,
+            actor="system",
+            channel="internal",
+        )
     assert service.inspect_state(story.provider, story.session_id)["incomplete_turns"]

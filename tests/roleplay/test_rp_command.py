@@ -339,7 +339,7 @@ def test_every_subcommand_exits_non_zero_on_bad_input_and_appends_nothing(story,
     elif subcommand == "checkpoint":
         session_id = Story(story.provider).session_id  # no roleplay entries at all
     elif subcommand == "archive":
-        service.archive(story.provider, story.session_id)
+        service.archive(provider=story.provider, session_id=story.session_id, actor="system", channel="internal")
     args, code = BAD_INPUT[subcommand]
     args = tuple(ids["reply"] if arg == "ASSISTANT" else arg for arg in args)
     before = story.entries()
@@ -376,7 +376,11 @@ def test_compact_appends_the_compaction_and_its_checkpoint(story):
 def test_inspect_state_with_provenance_human_and_json(story):
     ids = story.haircut_story()
     correction = service.correct_state(
-        story.provider, story.session_id, {"op": "add", "path": "/location", "value": "inn", "reason": "at the inn"}
+        provider=story.provider,
+        session_id=story.session_id,
+        payload={"op": "add", "path": "/location", "value": "inn", "reason": "at the inn"},
+        actor="system",
+        channel="internal",
     )
     out, _ = rp(story.session_id, "inspect", "state", "--provenance")
     lines = out.splitlines()
@@ -403,7 +407,13 @@ def story_hash(story) -> str:
 
 def test_state_diff_between_two_branches_human_and_json(story):
     ids = story.haircut_story()
-    service.history_goto(story.provider, story.session_id, ids["ask_cut"])
+    service.history_goto(
+        provider=story.provider,
+        session_id=story.session_id,
+        entry_id=ids["ask_cut"],
+        actor="system",
+        channel="internal",
+    )
     story.user("Braid it instead?")
     braid = story.turn([add("/appearance", {"hair": "braided"}), add("/location", "river")], commit_id="commit-braid")
 

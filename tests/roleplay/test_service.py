@@ -69,14 +69,22 @@ def test_bad_correction_is_refused_and_nothing_is_appended(story, payload):
     story.haircut_story()
     before = story.entries()
     with pytest.raises(RoleplayValidationError):
-        service.correct_state(story.provider, story.session_id, payload)
+        service.correct_state(
+            provider=story.provider, session_id=story.session_id, payload=payload, actor="system", channel="internal"
+        )
     assert appended_nothing(story, before)
 
 
 def test_correction_missing_reason_names_reason(story):
     story.haircut_story()
     with pytest.raises(RoleplayValidationError, match="'reason' is required"):
-        service.correct_state(story.provider, story.session_id, {"op": "add", "path": "/location", "value": "inn"})
+        service.correct_state(
+            provider=story.provider,
+            session_id=story.session_id,
+            payload={"op": "add", "path": "/location", "value": "inn"},
+            actor="system",
+            channel="internal",
+        )
 
 
 def test_correction_is_a_commit_on_the_current_branch_with_provenance(story):
@@ -89,7 +97,9 @@ def test_correction_is_a_commit_on_the_current_branch_with_provenance(story):
         "reason": "the barber stopped early",
         "correctsCommitId": "commit-haircut",
     }
-    entry = service.correct_state(story.provider, story.session_id, payload)
+    entry = service.correct_state(
+        provider=story.provider, session_id=story.session_id, payload=payload, actor="system", channel="internal"
+    )
 
     # A child of the old leaf, which it becomes: the tree did not move anywhere else.
     assert entry["parentId"] == ids["cut"] and story.leaf == entry["id"]
@@ -111,9 +121,11 @@ def test_correction_infers_the_corrected_commit_from_provenance(story):
     story.haircut_story()
     story.turn([add("/location", "royal capital")], commit_id="commit-arrive")
     entry = service.correct_state(
-        story.provider,
-        story.session_id,
-        {"op": "replace", "path": "/appearance/hair", "value": "chin-length", "reason": "misremembered"},
+        provider=story.provider,
+        session_id=story.session_id,
+        payload={"op": "replace", "path": "/appearance/hair", "value": "chin-length", "reason": "misremembered"},
+        actor="system",
+        channel="internal",
     )
     assert entry["data"]["correctsCommitId"] == "commit-haircut"
     assert entry["data"]["correctsCommitIdInferred"] is True
@@ -127,15 +139,17 @@ def test_correction_refuses_a_commit_id_that_is_not_on_this_branch(story):
     before = story.entries()
     with pytest.raises(RoleplayValidationError, match="commit-haircut is not a commit"):
         service.correct_state(
-            story.provider,
-            story.session_id,
-            {
+            provider=story.provider,
+            session_id=story.session_id,
+            payload={
                 "op": "replace",
                 "path": "/mood",
                 "value": "cheerful",
                 "reason": "x",
                 "correctsCommitId": "commit-haircut",
             },
+            actor="system",
+            channel="internal",
         )
     assert appended_nothing(story, before)
 
@@ -145,13 +159,19 @@ def test_correction_against_another_recorded_value_is_refused(story):
     before = story.entries()
     with pytest.raises(RoleplayValidationError, match="does not apply"):
         service.correct_state(
-            story.provider,
-            story.session_id,
-            {"op": "replace", "path": "/appearance/hair", "from": "long", "value": "bald", "reason": "x"},
+            provider=story.provider,
+            session_id=story.session_id,
+            payload={"op": "replace", "path": "/appearance/hair", "from": "long", "value": "bald", "reason": "x"},
+            actor="system",
+            channel="internal",
         )
     with pytest.raises(RoleplayValidationError, match="does not apply"):
         service.correct_state(
-            story.provider, story.session_id, {"op": "replace", "path": "/nothing/here", "value": 1, "reason": "x"}
+            provider=story.provider,
+            session_id=story.session_id,
+            payload={"op": "replace", "path": "/nothing/here", "value": 1, "reason": "x"},
+            actor="system",
+            channel="internal",
         )
     assert appended_nothing(story, before)
 
@@ -160,11 +180,19 @@ def test_writes_need_a_character_on_the_branch(story):
     story.user("hi")
     before = story.entries()
     with pytest.raises(service.NoRoleplayCharacter):
-        service.correct_state(story.provider, story.session_id, {"op": "add", "path": "/x", "value": 1, "reason": "r"})
+        service.correct_state(
+            provider=story.provider,
+            session_id=story.session_id,
+            payload={"op": "add", "path": "/x", "value": 1, "reason": "r"},
+            actor="system",
+            channel="internal",
+        )
     with pytest.raises(service.NoRoleplayCharacter):
-        service.create_checkpoint(story.provider, story.session_id)
+        service.create_checkpoint(
+            provider=story.provider, session_id=story.session_id, actor="system", channel="internal"
+        )
     with pytest.raises(service.NoRoleplayCharacter):
-        service.archive(story.provider, story.session_id)
+        service.archive(provider=story.provider, session_id=story.session_id, actor="system", channel="internal")
     assert appended_nothing(story, before)
 
 
@@ -189,7 +217,13 @@ def test_a_leaf_moved_meanwhile_gives_leaf_conflict_not_a_commit_on_the_wrong_br
     before = story.entries()
     racing = LeafMovingProvider(story.provider, story.session_id, ids["reply"])
     with pytest.raises(LeafConflict):
-        service.correct_state(racing, story.session_id, {"op": "add", "path": "/x", "value": 1, "reason": "r"})
+        service.correct_state(
+            provider=racing,
+            session_id=story.session_id,
+            payload={"op": "add", "path": "/x", "value": 1, "reason": "r"},
+            actor="system",
+            channel="internal",
+        )
     assert story.entries() == before and story.leaf == ids["reply"]
 
 
@@ -207,7 +241,14 @@ def test_list_reviews_pending_then_all(story):
     [pending] = service.list_reviews(story.provider, story.session_id)
     assert pending["reviewId"] == "review-trust" and pending["status"] == "pending"
     assert pending["commitId"] == "commit-rescue"
-    service.decide_review(story.provider, story.session_id, "review-trust", "reject")
+    service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="reject",
+        actor="system",
+        channel="internal",
+    )
     assert service.list_reviews(story.provider, story.session_id) == []
     [decided] = service.list_reviews(story.provider, story.session_id, include_decided=True)
     assert decided["status"] == "rejected"
@@ -215,7 +256,14 @@ def test_list_reviews_pending_then_all(story):
 
 def test_accept_applies_the_proposed_op(story):
     turn = rescue_with_review(story)
-    entry = service.decide_review(story.provider, story.session_id, "review-trust", "accept")
+    entry = service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="accept",
+        actor="system",
+        channel="internal",
+    )
     assert entry["parentId"] == turn and entry["customType"] == schema.REVIEW_DECISION_TYPE
     assert entry["data"] == {"reviewId": "review-trust", "characterId": "alice", "decision": "accept"}
     state = service.inspect_state(story.provider, story.session_id)
@@ -225,11 +273,25 @@ def test_accept_applies_the_proposed_op(story):
 
 def test_amend_then_accept_uses_the_amended_value(story):
     rescue_with_review(story)
-    amendment = service.amend_review(story.provider, story.session_id, "review-trust", {"user": {"trust": 0.4}})
+    amendment = service.amend_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        value={"user": {"trust": 0.4}},
+        actor="system",
+        channel="internal",
+    )
     assert amendment["customType"] == schema.REVIEW_AMENDMENT_TYPE
     [pending] = service.list_reviews(story.provider, story.session_id)
     assert pending["amendment"]["value"] == {"user": {"trust": 0.4}}
-    service.decide_review(story.provider, story.session_id, "review-trust", "accept")
+    service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="accept",
+        actor="system",
+        channel="internal",
+    )
     assert service.inspect_state(story.provider, story.session_id)["state"] == {
         "relationship": {"user": {"trust": 0.4}}
     }
@@ -238,7 +300,13 @@ def test_amend_then_accept_uses_the_amended_value(story):
 def test_accept_with_a_value_appends_the_amendment_then_the_decision(story):
     turn = rescue_with_review(story)
     decision = service.decide_review(
-        story.provider, story.session_id, "review-trust", "accept", value={"user": {"trust": 0.7}}
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="accept",
+        value={"user": {"trust": 0.7}},
+        actor="system",
+        channel="internal",
     )
     amendment = story.entry(decision["parentId"])
     assert amendment["customType"] == schema.REVIEW_AMENDMENT_TYPE and amendment["parentId"] == turn
@@ -260,16 +328,44 @@ def test_bad_review_decisions_are_refused_and_nothing_is_appended(story):
     ]
     for review_id, decision, kwargs in cases:
         with pytest.raises(RoleplayValidationError):
-            service.decide_review(story.provider, story.session_id, review_id, decision, **kwargs)
+            service.decide_review(**story.at, review_id=review_id, decision=decision, **kwargs)
     with pytest.raises(RoleplayValidationError, match="no value to amend"):
-        service.amend_review(story.provider, story.session_id, "review-forget", 1)
+        service.amend_review(
+            provider=story.provider,
+            session_id=story.session_id,
+            review_id="review-forget",
+            value=1,
+            actor="system",
+            channel="internal",
+        )
     with pytest.raises(RoleplayValidationError, match="not plain JSON"):
-        service.amend_review(story.provider, story.session_id, "review-trust", {1, 2})
+        service.amend_review(
+            provider=story.provider,
+            session_id=story.session_id,
+            review_id="review-trust",
+            value={1, 2},
+            actor="system",
+            channel="internal",
+        )
     for decision in ("accept", "reject"):
         with pytest.raises(service.ReviewNotFound, match="review-unknown"):
-            service.decide_review(story.provider, story.session_id, "review-unknown", decision)
+            service.decide_review(
+                provider=story.provider,
+                session_id=story.session_id,
+                review_id="review-unknown",
+                decision=decision,
+                actor="system",
+                channel="internal",
+            )
     with pytest.raises(service.ReviewNotFound, match="review-unknown"):
-        service.amend_review(story.provider, story.session_id, "review-unknown", 1)
+        service.amend_review(
+            provider=story.provider,
+            session_id=story.session_id,
+            review_id="review-unknown",
+            value=1,
+            actor="system",
+            channel="internal",
+        )
     assert appended_nothing(story, before)
 
 
@@ -280,24 +376,56 @@ def test_values_the_storage_codec_refuses_are_typed_errors_not_crashes(story, va
     rescue_with_review(story)
     before = story.entries()
     with pytest.raises(RoleplayValidationError, match="not plain JSON"):
-        service.amend_review(story.provider, story.session_id, "review-trust", value)
+        service.amend_review(
+            provider=story.provider,
+            session_id=story.session_id,
+            review_id="review-trust",
+            value=value,
+            actor="system",
+            channel="internal",
+        )
     with pytest.raises(RoleplayValidationError, match="not plain JSON"):
         service.correct_state(
-            story.provider, story.session_id, {"op": "add", "path": "/n", "value": value, "reason": "r"}
+            provider=story.provider,
+            session_id=story.session_id,
+            payload={"op": "add", "path": "/n", "value": value, "reason": "r"},
+            actor="system",
+            channel="internal",
         )
     assert appended_nothing(story, before)
 
 
 def test_a_decided_review_cannot_be_decided_again(story):
     rescue_with_review(story)
-    decision = service.decide_review(story.provider, story.session_id, "review-trust", "accept")
+    decision = service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="accept",
+        actor="system",
+        channel="internal",
+    )
     before = story.entries()
     with pytest.raises(
         service.ReviewAlreadyDecided, match=f"already accepted on this branch \\(entry {decision['id']}"
     ):
-        service.decide_review(story.provider, story.session_id, "review-trust", "reject")
+        service.decide_review(
+            provider=story.provider,
+            session_id=story.session_id,
+            review_id="review-trust",
+            decision="reject",
+            actor="system",
+            channel="internal",
+        )
     with pytest.raises(service.ReviewAlreadyDecided):
-        service.amend_review(story.provider, story.session_id, "review-trust", 0.9)
+        service.amend_review(
+            provider=story.provider,
+            session_id=story.session_id,
+            review_id="review-trust",
+            value=0.9,
+            actor="system",
+            channel="internal",
+        )
     assert appended_nothing(story, before)
 
 
@@ -308,7 +436,9 @@ def test_checkpoint_is_the_leafs_child_and_the_reducer_starts_from_it(story):
     story.haircut_story()
     leaf = story.leaf
     before = service.inspect_state(story.provider, story.session_id)
-    entry = service.create_checkpoint(story.provider, story.session_id)
+    entry = service.create_checkpoint(
+        provider=story.provider, session_id=story.session_id, actor="system", channel="internal"
+    )
     assert entry["parentId"] == leaf and entry["customType"] == schema.CHECKPOINT_TYPE
     assert entry["data"]["stateHash"] == before["state_hash"] and entry["data"]["revision"] == 1
     schema.validate_checkpoint_data(entry["data"])
@@ -328,9 +458,16 @@ def test_repair_completes_an_incomplete_turn(story):
         "turn-7"
     ]
     entry = service.repair_turn(
-        story.provider,
-        story.session_id,
-        {"turnId": "turn-7", "ops": [add("/location", "royal capital")], "events": ["arrived"], "reason": "lost"},
+        provider=story.provider,
+        session_id=story.session_id,
+        proposal={
+            "turnId": "turn-7",
+            "ops": [add("/location", "royal capital")],
+            "events": ["arrived"],
+            "reason": "lost",
+        },
+        actor="system",
+        channel="internal",
     )
     assert entry["customType"] == schema.REPAIR_TYPE and entry["data"]["commit"]["source"] == "repair"
     state = service.inspect_state(story.provider, story.session_id)
@@ -354,7 +491,9 @@ def test_bad_repairs_are_refused(story, proposal, message):
     story.mark_incomplete("turn-7")
     before = story.entries()
     with pytest.raises(RoleplayValidationError, match=message):
-        service.repair_turn(story.provider, story.session_id, proposal)
+        service.repair_turn(
+            provider=story.provider, session_id=story.session_id, proposal=proposal, actor="system", channel="internal"
+        )
     assert appended_nothing(story, before)
 
 
@@ -365,19 +504,51 @@ def test_archive_makes_the_character_read_only_on_this_branch(story):
     ids = story.haircut_story()
     story.turn(reviews=[TRUST_REVIEW])
     story.mark_incomplete("turn-9")
-    entry = service.archive(story.provider, story.session_id, reason="story finished")
+    entry = service.archive(
+        provider=story.provider,
+        session_id=story.session_id,
+        reason="story finished",
+        actor="system",
+        channel="internal",
+    )
     assert entry["customType"] == schema.ARCHIVE_TYPE
     assert entry["data"] == {"characterId": "alice", "reason": "story finished"}
     before = story.entries()
 
     writes = [
         lambda: service.correct_state(
-            story.provider, story.session_id, {"op": "add", "path": "/x", "value": 1, "reason": "r"}
+            provider=story.provider,
+            session_id=story.session_id,
+            payload={"op": "add", "path": "/x", "value": 1, "reason": "r"},
+            actor="system",
+            channel="internal",
         ),
-        lambda: service.decide_review(story.provider, story.session_id, "review-trust", "accept"),
-        lambda: service.amend_review(story.provider, story.session_id, "review-trust", 1),
-        lambda: service.repair_turn(story.provider, story.session_id, {"turnId": "turn-9", "ops": []}),
-        lambda: service.archive(story.provider, story.session_id),
+        lambda: service.decide_review(
+            provider=story.provider,
+            session_id=story.session_id,
+            review_id="review-trust",
+            decision="accept",
+            actor="system",
+            channel="internal",
+        ),
+        lambda: service.amend_review(
+            provider=story.provider,
+            session_id=story.session_id,
+            review_id="review-trust",
+            value=1,
+            actor="system",
+            channel="internal",
+        ),
+        lambda: service.repair_turn(
+            provider=story.provider,
+            session_id=story.session_id,
+            proposal={"turnId": "turn-9", "ops": []},
+            actor="system",
+            channel="internal",
+        ),
+        lambda: service.archive(
+            provider=story.provider, session_id=story.session_id, actor="system", channel="internal"
+        ),
     ]
     for write in writes:
         with pytest.raises(service.CharacterArchived, match=entry["id"]):
@@ -387,13 +558,19 @@ def test_archive_makes_the_character_read_only_on_this_branch(story):
     state = service.inspect_state(story.provider, story.session_id)
     assert state["archived"] and state["state"] == {"appearance": {"hair": SHORT_HAIR}}
     # A checkpoint changes nothing, so it is still allowed.
-    checkpoint = service.create_checkpoint(story.provider, story.session_id)
+    checkpoint = service.create_checkpoint(
+        provider=story.provider, session_id=story.session_id, actor="system", channel="internal"
+    )
     assert checkpoint["data"]["archived"] is True
 
     # Branch-local: before the archive entry the character is writable again.
     story.provider.switch_leaf(story.session_id, ids["cut"])
     service.correct_state(
-        story.provider, story.session_id, {"op": "replace", "path": "/appearance/hair", "value": "long", "reason": "r"}
+        provider=story.provider,
+        session_id=story.session_id,
+        payload={"op": "replace", "path": "/appearance/hair", "value": "long", "reason": "r"},
+        actor="system",
+        channel="internal",
     )
     assert not service.inspect_state(story.provider, story.session_id)["archived"]
 
@@ -406,10 +583,12 @@ def test_compaction_of_a_session_without_a_character_appends_no_checkpoint(story
         story.user(f"question {n} " + "words " * 200)
         story.assistant(f"answer {n} " + "words " * 200)
     result = service.compact_with_checkpoint(
-        story.provider,
-        story.session_id,
+        provider=story.provider,
+        session_id=story.session_id,
         summarizer=FakeSummarizer("summary"),
         settings=CompactionSettings(keep_recent_tokens=50),
+        actor="system",
+        channel="internal",
     )
     assert result["compaction"] is not None and result["checkpoint"] is None
     assert story.leaf == result["compaction"]["id"]
@@ -419,7 +598,13 @@ def test_nothing_to_compact_appends_nothing(story):
     story.haircut_story()
     before = story.entries()
     # Everything fits in the kept region: there is nothing to summarize.
-    result = service.compact_with_checkpoint(story.provider, story.session_id, summarizer=FakeSummarizer("s"))
+    result = service.compact_with_checkpoint(
+        provider=story.provider,
+        session_id=story.session_id,
+        summarizer=FakeSummarizer("s"),
+        actor="system",
+        channel="internal",
+    )
     assert result == {"compaction": None, "checkpoint": None}
     assert appended_nothing(story, before)
 
@@ -446,10 +631,12 @@ def test_a_write_racing_the_compaction_means_no_checkpoint_rather_than_a_misplac
         story.user(f"chapter {n} " + "words " * 200)
         story.assistant(f"reply {n} " + "words " * 200)
     result = service.compact_with_checkpoint(
-        RacingProvider(story.provider),
-        story.session_id,
+        provider=RacingProvider(story.provider),
+        session_id=story.session_id,
         summarizer=FakeSummarizer("summary"),
         settings=CompactionSettings(keep_recent_tokens=50),
+        actor="system",
+        channel="internal",
     )
     assert result["compaction"] is not None and result["checkpoint"] is None
     assert [e for e in story.entries() if e.get("customType") == schema.CHECKPOINT_TYPE] == []

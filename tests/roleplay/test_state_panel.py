@@ -31,17 +31,31 @@ def kinds(detail):
 def test_provenance_names_a_turn_a_correction_a_repair_and_an_accepted_review(story):
     ids = story.haircut_story()
     correction = service.correct_state(
-        story.provider,
-        story.session_id,
-        {"op": "add", "path": "/location", "value": "inn", "reason": "the scene is at the inn"},
+        provider=story.provider,
+        session_id=story.session_id,
+        payload={"op": "add", "path": "/location", "value": "inn", "reason": "the scene is at the inn"},
+        actor="system",
+        channel="internal",
     )
     story.mark_incomplete("turn-9")
     repair = service.repair_turn(
-        story.provider, story.session_id, {"turnId": "turn-9", "ops": [add("/mood", "calm")], "reason": "lost result"}
+        provider=story.provider,
+        session_id=story.session_id,
+        proposal={"turnId": "turn-9", "ops": [add("/mood", "calm")], "reason": "lost result"},
+        actor="system",
+        channel="internal",
     )
     story.user("A wolf!")
     story.turn(reviews=[review("review-trust", add("/trust", 0.5), "after the rescue")], commit_id="commit-rescue")
-    decision = service.decide_review(story.provider, story.session_id, "review-trust", "accept", value=0.6)
+    decision = service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="accept",
+        value=0.6,
+        actor="system",
+        channel="internal",
+    )
 
     detail = service.inspect_state_detail(story.provider, story.session_id)
     assert kinds(detail) == {"/appearance": "turn", "/location": "correction", "/mood": "repair", "/trust": "review"}
@@ -72,9 +86,11 @@ def test_a_commit_entry_with_source_turn_is_a_turn_and_a_correction_of_it_shows_
     detail = service.inspect_state_detail(story.provider, story.session_id)
     assert detail["provenance"]["/hair"]["kind"] == "turn" and detail["provenance"]["/hair"]["entry_id"] == commit["id"]
     service.correct_state(
-        story.provider,
-        story.session_id,
-        {"op": "replace", "path": "/hair", "from": "short", "value": "chin-length", "reason": "only trimmed"},
+        provider=story.provider,
+        session_id=story.session_id,
+        payload={"op": "replace", "path": "/hair", "from": "short", "value": "chin-length", "reason": "only trimmed"},
+        actor="system",
+        channel="internal",
     )
     record = service.inspect_state_detail(story.provider, story.session_id)["provenance"]["/hair"]
     assert (record["kind"], record["reason"], record["corrects_commit_id"]) == ("correction", "only trimmed", "c1")
@@ -131,8 +147,22 @@ def test_detail_lists_reviews_and_incomplete_turns_with_what_a_face_needs(story)
         ],
         commit_id="commit-rescue",
     )
-    amendment = service.amend_review(story.provider, story.session_id, "review-trust", 0.7)
-    service.decide_review(story.provider, story.session_id, "review-fear", "reject")
+    amendment = service.amend_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        value=0.7,
+        actor="system",
+        channel="internal",
+    )
+    service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-fear",
+        decision="reject",
+        actor="system",
+        channel="internal",
+    )
     marked = story.mark_incomplete("turn-5")
 
     detail = service.inspect_state_detail(story.provider, story.session_id)
@@ -154,7 +184,13 @@ def test_detail_lists_reviews_and_incomplete_turns_with_what_a_face_needs(story)
     template = incomplete["repairTemplate"]
     assert template["turnId"] == "turn-5" and template["ops"] == []
     # The template, filled in, is a valid repair.
-    service.repair_turn(story.provider, story.session_id, {**template, "ops": [add("/x", 1)], "reason": "lost"})
+    service.repair_turn(
+        provider=story.provider,
+        session_id=story.session_id,
+        proposal={**template, "ops": [add("/x", 1)], "reason": "lost"},
+        actor="system",
+        channel="internal",
+    )
     assert service.inspect_state_detail(story.provider, story.session_id)["incomplete_turns"] == []
 
 
@@ -163,7 +199,14 @@ def test_list_reviews_and_get_review(story):
     story.turn(reviews=[review("review-trust", add("/trust", 0.5))], commit_id="commit-rescue")
     [pending] = service.list_reviews(story.provider, story.session_id)
     assert pending == service.get_review(story.provider, story.session_id, "review-trust")
-    decision = service.decide_review(story.provider, story.session_id, "review-trust", "accept")
+    decision = service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="accept",
+        actor="system",
+        channel="internal",
+    )
     decided = service.get_review(story.provider, story.session_id, "review-trust")
     assert decided["status"] == "accepted" and decided["decisionEntryId"] == decision["id"]
     assert decided["appliedOp"] == decided["effectiveOp"] == add("/trust", 0.5)
@@ -192,7 +235,13 @@ def test_review_queue_splits_pending_and_decided_and_names_the_leaf_it_read(stor
     assert queue["pending"] == service.list_reviews(story.provider, story.session_id)
 
     decision = service.decide_review(
-        story.provider, story.session_id, "review-mood", "reject", expected_leaf_id=queue["session_leaf_entry_id"]
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-mood",
+        decision="reject",
+        expected_leaf_id=queue["session_leaf_entry_id"],
+        actor="system",
+        channel="internal",
     )
     after = service.review_queue(story.provider, story.session_id)
     assert [r["reviewId"] for r in after["pending"]] == ["review-trust"]
@@ -219,9 +268,13 @@ def test_review_queue_splits_pending_and_decided_and_names_the_leaf_it_read(stor
 
 def test_list_checkpoints_on_the_path_only_root_first(story):
     ids = story.haircut_story()
-    first = service.create_checkpoint(story.provider, story.session_id)
+    first = service.create_checkpoint(
+        provider=story.provider, session_id=story.session_id, actor="system", channel="internal"
+    )
     story.turn([add("/location", "royal capital")])
-    second = service.create_checkpoint(story.provider, story.session_id)
+    second = service.create_checkpoint(
+        provider=story.provider, session_id=story.session_id, actor="system", channel="internal"
+    )
     leaf_a = story.leaf
 
     listed = service.list_checkpoints(story.provider, story.session_id)
@@ -242,10 +295,18 @@ def test_list_checkpoints_on_the_path_only_root_first(story):
     assert (listed["leaf_entry_id"], listed["at_session_leaf"]) == (leaf_a, True)
 
     # Another branch: the checkpoints of the first are not on its path.
-    service.history_goto(story.provider, story.session_id, ids["ask_cut"])
+    service.history_goto(
+        provider=story.provider,
+        session_id=story.session_id,
+        entry_id=ids["ask_cut"],
+        actor="system",
+        channel="internal",
+    )
     story.user("Stay in the village.")
     assert service.list_checkpoints(story.provider, story.session_id)["checkpoints"] == []
-    third = service.create_checkpoint(story.provider, story.session_id)
+    third = service.create_checkpoint(
+        provider=story.provider, session_id=story.session_id, actor="system", channel="internal"
+    )
     assert [c["entry_id"] for c in service.list_checkpoints(story.provider, story.session_id)["checkpoints"]] == [
         third["id"]
     ]
@@ -278,7 +339,13 @@ def test_detail_unknown_session_or_entry(story):
 
 def braid_branch(story, ids):
     """Back before the haircut (``/tree`` to the request), then another path: Alice braids her hair."""
-    moved = service.history_goto(story.provider, story.session_id, ids["ask_cut"])
+    moved = service.history_goto(
+        provider=story.provider,
+        session_id=story.session_id,
+        entry_id=ids["ask_cut"],
+        actor="system",
+        channel="internal",
+    )
     assert moved["leaf_entry_id"] == ids["reply"]
     story.user("Please don't cut your hair. Braid it?")
     return story.turn(
@@ -334,9 +401,16 @@ def test_diff_names_the_correction_and_the_entry_that_removed_a_value(story):
     story.turn([add("/bag", ["rope"]), add("/coins", 3)], commit_id="commit-pack")
     fork_point = story.leaf
     correction = service.correct_state(
-        story.provider,
-        story.session_id,
-        {"op": "replace", "path": "/appearance/hair", "value": "chin-length", "reason": "the barber stopped early"},
+        provider=story.provider,
+        session_id=story.session_id,
+        payload={
+            "op": "replace",
+            "path": "/appearance/hair",
+            "value": "chin-length",
+            "reason": "the barber stopped early",
+        },
+        actor="system",
+        channel="internal",
     )
     spent = story.turn([{"op": "remove", "path": "/coins"}, {"op": "add", "path": "/bag/-", "value": "map"}])
     left = story.leaf
@@ -414,21 +488,51 @@ def test_error_categories_of_the_review_queue_on_a_real_branch(story):
     ids = story.haircut_story()
     story.turn(reviews=[review("review-trust", add("/trust", 0.5))])
     with pytest.raises(errors.ReviewNotFound) as missing:
-        service.decide_review(story.provider, story.session_id, "review-typo", "accept")
+        service.decide_review(
+            provider=story.provider,
+            session_id=story.session_id,
+            review_id="review-typo",
+            decision="accept",
+            actor="system",
+            channel="internal",
+        )
     assert (missing.value.code, missing.value.http_status, missing.value.exit_code) == ("review_not_found", 404, 3)
-    service.decide_review(story.provider, story.session_id, "review-trust", "reject")
+    service.decide_review(
+        provider=story.provider,
+        session_id=story.session_id,
+        review_id="review-trust",
+        decision="reject",
+        actor="system",
+        channel="internal",
+    )
     with pytest.raises(errors.ReviewAlreadyDecided) as decided:
-        service.decide_review(story.provider, story.session_id, "review-trust", "accept")
+        service.decide_review(
+            provider=story.provider,
+            session_id=story.session_id,
+            review_id="review-trust",
+            decision="accept",
+            actor="system",
+            channel="internal",
+        )
     assert (decided.value.http_status, decided.value.exit_code) == (409, 4)
     # Back on a branch before the proposal, the same review does not exist there.
     story.provider.switch_leaf(story.session_id, ids["cut"])
     with pytest.raises(errors.ReviewNotFound):
-        service.decide_review(story.provider, story.session_id, "review-trust", "accept")
+        service.decide_review(
+            provider=story.provider,
+            session_id=story.session_id,
+            review_id="review-trust",
+            decision="accept",
+            actor="system",
+            channel="internal",
+        )
     # And on a branch with no character at all, writes are a conflict with that branch.
     story.provider.reset_leaf(story.session_id)
     story.user(LONG_HAIR)
     with pytest.raises(errors.NoRoleplayCharacter) as none:
-        service.create_checkpoint(story.provider, story.session_id)
+        service.create_checkpoint(
+            provider=story.provider, session_id=story.session_id, actor="system", channel="internal"
+        )
     assert (none.value.http_status, none.value.exit_code) == (409, 4)
 
 
@@ -437,10 +541,16 @@ def test_provenance_and_markers_from_before_the_checkpoint_are_still_named(story
     # provenance names further back are fetched by id.
     ids = story.haircut_story()
     correction = service.correct_state(
-        story.provider, story.session_id, {"op": "add", "path": "/location", "value": "inn", "reason": "at the inn"}
+        provider=story.provider,
+        session_id=story.session_id,
+        payload={"op": "add", "path": "/location", "value": "inn", "reason": "at the inn"},
+        actor="system",
+        channel="internal",
     )
     marked = story.mark_incomplete("turn-4")
-    checkpoint = service.create_checkpoint(story.provider, story.session_id)
+    checkpoint = service.create_checkpoint(
+        provider=story.provider, session_id=story.session_id, actor="system", channel="internal"
+    )
     for n in range(40):
         story.user(f"line {n}")
         story.assistant(f"reply {n}")

@@ -63,10 +63,28 @@ def test_a_fault_between_the_steps_of_navigate_leaves_the_session_as_it_was(kind
     before = state(provider)
     FaultAfter(monkeypatch, fail_at)
     with pytest.raises(RuntimeError, match="fault injected"):
-        tree.navigate_tree(provider, "s1", a["id"], summarize=True, summarizer=FakeSummarizer("s"), label="here")
+        tree.navigate_tree(
+            provider=provider,
+            session_id="s1",
+            target_id=a["id"],
+            summarize=True,
+            summarizer=FakeSummarizer("s"),
+            label="here",
+            actor="system",
+            channel="internal",
+        )
     assert state(provider) == before
     monkeypatch.undo()
-    result = tree.navigate_tree(provider, "s1", a["id"], summarize=True, summarizer=FakeSummarizer("s"), label="here")
+    result = tree.navigate_tree(
+        provider=provider,
+        session_id="s1",
+        target_id=a["id"],
+        summarize=True,
+        summarizer=FakeSummarizer("s"),
+        label="here",
+        actor="system",
+        channel="internal",
+    )
     assert result["summary_entry"]["parentId"] == a["id"] and result["label_entry"] is not None
 
 
@@ -94,7 +112,16 @@ def test_a_leaf_moved_while_summarizing_is_a_conflict_and_nothing_is_written(kin
 
     entries_before = len(provider.list_entries("s1"))
     with pytest.raises(LeafConflict):
-        tree.navigate_tree(provider, "s1", a["id"], summarize=True, summarizer=MovingSummarizer("s"), label="x")
+        tree.navigate_tree(
+            provider=provider,
+            session_id="s1",
+            target_id=a["id"],
+            summarize=True,
+            summarizer=MovingSummarizer("s"),
+            label="x",
+            actor="system",
+            channel="internal",
+        )
     assert len(provider.list_entries("s1")) == entries_before + 1  # only the other writer's entry
     assert provider.list_entries("s1")[-1]["message"]["content"] == "someone else wrote meanwhile"
 
@@ -116,7 +143,14 @@ def test_two_concurrent_navigations_one_wins_the_other_conflicts(kind, tmp_path)
     def navigate(name, target):
         try:
             outcomes[name] = tree.navigate_tree(
-                provider, "s1", target, summarize=True, summarizer=WaitingSummarizer(name), label=name
+                provider=provider,
+                session_id="s1",
+                target_id=target,
+                summarize=True,
+                summarizer=WaitingSummarizer(name),
+                label=name,
+                actor="system",
+                channel="internal",
             )
         except Exception as exc:
             outcomes[name] = exc
@@ -140,4 +174,4 @@ def test_two_concurrent_navigations_one_wins_the_other_conflicts(kind, tmp_path)
     assert len(summaries) == 1 and len(labels) == 1  # the loser wrote nothing at all
     assert labels[0]["label"] == winners[0]
     assert provider.get_session("s1")["leaf_entry_id"] == labels[0]["id"]
-    assert AuditRecord.objects.filter(operation="navigate").count() == 1
+    assert AuditRecord.objects.filter(operation="navigate_tree").count() == 1

@@ -55,7 +55,14 @@ def tool_turns(provider, session_id, count: int) -> None:
 def test_cut_points_never_split_a_tool_call_from_its_result(provider, keep_tokens):
     provider.create_session(session_id="s1")
     tool_turns(provider, "s1", 4)
-    entry = compact_session(provider, "s1", summarizer=RecordingSummarizer(), settings=keep(keep_tokens))
+    entry = compact_session(
+        provider=provider,
+        session_id="s1",
+        summarizer=RecordingSummarizer(),
+        settings=keep(keep_tokens),
+        actor="system",
+        channel="internal",
+    )
     assert entry is not None
 
     first_kept = provider.get_entry("s1", entry["firstKeptEntryId"])
@@ -82,7 +89,14 @@ def test_split_turn_produces_the_merged_summary(provider):
     last = provider.append_message("s1", assistant("finished " + words(100)))
 
     summarizer = RecordingSummarizer()
-    entry = compact_session(provider, "s1", summarizer=summarizer, settings=keep(150))
+    entry = compact_session(
+        provider=provider,
+        session_id="s1",
+        summarizer=summarizer,
+        settings=keep(150),
+        actor="system",
+        channel="internal",
+    )
 
     # The budget is reached inside the second turn: the cut lands on its last reply.
     assert entry["firstKeptEntryId"] == last["id"]
@@ -109,7 +123,14 @@ def test_context_after_one_and_after_two_compactions(provider):
     turns = append_turns(provider, "s1", 1, 3)
     summarizer = RecordingSummarizer()
 
-    first = compact_session(provider, "s1", summarizer=summarizer, settings=keep(200))
+    first = compact_session(
+        provider=provider,
+        session_id="s1",
+        summarizer=summarizer,
+        settings=keep(200),
+        actor="system",
+        channel="internal",
+    )
     u3, a3 = turns[3]
     # The kept region starts at the last turn's user message, which is on the path.
     assert first["firstKeptEntryId"] == u3["id"]
@@ -134,7 +155,14 @@ def test_context_after_one_and_after_two_compactions(provider):
     messages = provider.build_context("s1")["messages"]
     assert messages[1:] == [turns[n][i]["message"] for n in (3, 4, 5) for i in (0, 1)]
 
-    second = compact_session(provider, "s1", summarizer=summarizer, settings=keep(200))
+    second = compact_session(
+        provider=provider,
+        session_id="s1",
+        summarizer=summarizer,
+        settings=keep(200),
+        actor="system",
+        channel="internal",
+    )
     u5, _a5 = turns[5]
     assert second["firstKeptEntryId"] == u5["id"]
     assert second["firstKeptEntryId"] in path_ids(provider, "s1")
@@ -160,7 +188,14 @@ def test_details_list_files_read_and_modified_cumulatively(provider):
     provider.append_message("s1", assistant("", tool_call("c2", "write", path="src/new.py")))
     provider.append_message("s1", tool_result("c2", "write", "ok"))
     append_turns(provider, "s1", 1, 2)
-    first = compact_session(provider, "s1", summarizer=RecordingSummarizer(), settings=keep(200))
+    first = compact_session(
+        provider=provider,
+        session_id="s1",
+        summarizer=RecordingSummarizer(),
+        settings=keep(200),
+        actor="system",
+        channel="internal",
+    )
     assert first["details"] == {"readFiles": ["docs/a.md"], "modifiedFiles": ["src/new.py"]}
     assert "<read-files>\ndocs/a.md\n</read-files>" in first["summary"]
     assert "<modified-files>\nsrc/new.py\n</modified-files>" in first["summary"]
@@ -169,7 +204,14 @@ def test_details_list_files_read_and_modified_cumulatively(provider):
     provider.append_message("s1", assistant("", tool_call("c3", "edit", path="docs/a.md")))
     provider.append_message("s1", tool_result("c3", "edit", "ok"))
     append_turns(provider, "s1", 3, 4)
-    second = compact_session(provider, "s1", summarizer=RecordingSummarizer(), settings=keep(200))
+    second = compact_session(
+        provider=provider,
+        session_id="s1",
+        summarizer=RecordingSummarizer(),
+        settings=keep(200),
+        actor="system",
+        channel="internal",
+    )
     # Carried forward from the first entry's details; a.md is now modified.
     assert second["details"] == {"readFiles": [], "modifiedFiles": ["docs/a.md", "src/new.py"]}
 
@@ -178,25 +220,63 @@ def test_custom_instructions_reach_the_summarizer(provider):
     provider.create_session(session_id="s1")
     append_turns(provider, "s1", 1, 3)
     summarizer = RecordingSummarizer()
-    compact_session(provider, "s1", summarizer=summarizer, settings=keep(200), custom_instructions="the parser")
+    compact_session(
+        provider=provider,
+        session_id="s1",
+        summarizer=summarizer,
+        settings=keep(200),
+        custom_instructions="the parser",
+        actor="system",
+        channel="internal",
+    )
     assert summarizer.requests[0].custom_instructions == "the parser"
 
 
 def test_nothing_to_compact_returns_none_and_writes_nothing(provider):
     provider.create_session(session_id="s1")
     summarizer = RecordingSummarizer()
-    assert compact_session(provider, "s1", summarizer=summarizer) is None  # empty session
+    assert (
+        compact_session(provider=provider, session_id="s1", summarizer=summarizer, actor="system", channel="internal")
+        is None
+    )  # empty session
 
     append_turns(provider, "s1", 1, 2)
     before = snapshot_state(provider, "s1")
     # Everything fits in the kept budget: the kept region would not move.
-    assert compact_session(provider, "s1", summarizer=summarizer, settings=keep(100_000)) is None
+    assert (
+        compact_session(
+            provider=provider,
+            session_id="s1",
+            summarizer=summarizer,
+            settings=keep(100_000),
+            actor="system",
+            channel="internal",
+        )
+        is None
+    )
     assert snapshot_state(provider, "s1") == before
 
-    entry = compact_session(provider, "s1", summarizer=summarizer, settings=keep(200))
+    entry = compact_session(
+        provider=provider,
+        session_id="s1",
+        summarizer=summarizer,
+        settings=keep(200),
+        actor="system",
+        channel="internal",
+    )
     assert entry is not None
     # The path ends in a compaction: nothing happened since.
-    assert compact_session(provider, "s1", summarizer=summarizer, settings=keep(200)) is None
+    assert (
+        compact_session(
+            provider=provider,
+            session_id="s1",
+            summarizer=summarizer,
+            settings=keep(200),
+            actor="system",
+            channel="internal",
+        )
+        is None
+    )
     assert summarizer.requests and len(summarizer.requests) == 1
     assert provider.list_entries("s1")[-1] == entry
 
@@ -205,14 +285,24 @@ def test_disabled_auto_compaction_does_not_stop_a_manual_one(provider):
     provider.create_session(session_id="s1")
     append_turns(provider, "s1", 1, 3)
     settings = CompactionSettings(enabled=False, keep_recent_tokens=200)
-    assert compact_session(provider, "s1", summarizer=RecordingSummarizer(), settings=settings) is not None
+    assert (
+        compact_session(
+            provider=provider,
+            session_id="s1",
+            summarizer=RecordingSummarizer(),
+            settings=settings,
+            actor="system",
+            channel="internal",
+        )
+        is not None
+    )
 
 
 def test_default_summarizer_is_the_configured_one(provider, settings):
     settings.SESSIONTREE_SUMMARIZER = "extractive"
     provider.create_session(session_id="s1")
     append_turns(provider, "s1", 1, 3)
-    entry = compact_session(provider, "s1", settings=keep(200))
+    entry = compact_session(provider=provider, session_id="s1", settings=keep(200), actor="system", channel="internal")
     assert entry["type"] == "compaction"
     assert "## Goal" in entry["summary"] and "u1" in entry["summary"]
 
@@ -223,7 +313,14 @@ def test_summarizer_failure_appends_nothing(provider):
     before = snapshot_state(provider, "s1")
     failing = FailingSummarizer()
     with pytest.raises(SummarizerError, match="the model is down"):
-        compact_session(provider, "s1", summarizer=failing, settings=keep(200))
+        compact_session(
+            provider=provider,
+            session_id="s1",
+            summarizer=failing,
+            settings=keep(200),
+            actor="system",
+            channel="internal",
+        )
     assert failing.calls == 1
     assert snapshot_state(provider, "s1") == before
 
@@ -243,7 +340,14 @@ def test_split_turn_failure_on_the_second_call_appends_nothing(provider):
     provider.append_message("s1", assistant("end " + words(100)))
     before = snapshot_state(provider, "s1")
     with pytest.raises(SummarizerError, match="connection reset"):
-        compact_session(provider, "s1", summarizer=FailsOnPrefix(), settings=keep(150))
+        compact_session(
+            provider=provider,
+            session_id="s1",
+            summarizer=FailsOnPrefix(),
+            settings=keep(150),
+            actor="system",
+            channel="internal",
+        )
     assert snapshot_state(provider, "s1") == before
 
 
@@ -251,7 +355,14 @@ def test_leaf_moving_while_summarizing_is_a_conflict(provider):
     provider.create_session(session_id="s1")
     append_turns(provider, "s1", 1, 3)
     with pytest.raises(LeafConflict):
-        compact_session(provider, "s1", summarizer=MeddlingSummarizer(provider, "s1"), settings=keep(200))
+        compact_session(
+            provider=provider,
+            session_id="s1",
+            summarizer=MeddlingSummarizer(provider, "s1"),
+            settings=keep(200),
+            actor="system",
+            channel="internal",
+        )
     assert [e["type"] for e in provider.list_entries("s1")].count("compaction") == 0
     assert provider.list_entries("s1")[-1]["message"] == user("sneaked in")
 
@@ -262,7 +373,14 @@ def test_compaction_on_a_branch_summarizes_that_branch_only(provider):
     provider.switch_leaf("s1", turns[1][1]["id"])
     other = append_turns(provider, "s1", 3, 4)
     summarizer = RecordingSummarizer()
-    entry = compact_session(provider, "s1", summarizer=summarizer, settings=keep(200))
+    entry = compact_session(
+        provider=provider,
+        session_id="s1",
+        summarizer=summarizer,
+        settings=keep(200),
+        actor="system",
+        channel="internal",
+    )
     assert entry["parentId"] == other[4][1]["id"]
     (request,) = summarizer.requests
     assert list(request.messages) == [turns[1][0]["message"], turns[1][1]["message"]] + [m["message"] for m in other[3]]
@@ -275,5 +393,13 @@ def test_non_text_custom_instructions_are_refused_before_summarizing(provider):
     summarizer = RecordingSummarizer()
     before = snapshot_state(provider, "s1")
     with pytest.raises(InvalidEntry, match="custom_instructions must be a string or None"):
-        compact_session(provider, "s1", summarizer=summarizer, settings=keep(200), custom_instructions=["x"])
+        compact_session(
+            provider=provider,
+            session_id="s1",
+            summarizer=summarizer,
+            settings=keep(200),
+            custom_instructions=["x"],
+            actor="system",
+            channel="internal",
+        )
     assert summarizer.requests == [] and snapshot_state(provider, "s1") == before

@@ -89,7 +89,14 @@ def test_a_third_compaction_updates_the_second_summary(provider, migrated):
     context_before = provider.build_context(session_id)
 
     summarizer = RecordingSummarizer()
-    entry = compact_session(provider, session_id, summarizer=summarizer, settings=CompactionSettings())
+    entry = compact_session(
+        provider=provider,
+        session_id=session_id,
+        summarizer=summarizer,
+        settings=CompactionSettings(),
+        actor="system",
+        channel="internal",
+    )
     assert entry is not None and entry["parentId"] == stored[-1]["id"]
     history = summarizer.requests[0]
     assert history.kind == "compaction"
@@ -131,9 +138,23 @@ def test_replaying_each_of_pis_compactions_measures_the_context_as_pi_did(provid
     assert [c["tokensBefore"] for c in pis] == [175004, 185014]
 
     for number, pi_compaction in enumerate(pis):
-        fork = fork_session(provider, session_id, pi_compaction["parentId"], position="at")
+        fork = fork_session(
+            provider=provider,
+            session_id=session_id,
+            entry_id=pi_compaction["parentId"],
+            position="at",
+            actor="system",
+            channel="internal",
+        )
         summarizer = RecordingSummarizer()
-        entry = compact_session(provider, fork["session_id"], summarizer=summarizer, settings=CompactionSettings())
+        entry = compact_session(
+            provider=provider,
+            session_id=fork["session_id"],
+            summarizer=summarizer,
+            settings=CompactionSettings(),
+            actor="system",
+            channel="internal",
+        )
         assert entry["tokensBefore"] == pi_compaction["tokensBefore"]
         assert summarizer.requests[0].previous_summary == (pis[0]["summary"] if number else None)
         path = provider.get_active_path(fork["session_id"])

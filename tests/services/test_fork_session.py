@@ -52,7 +52,9 @@ def assert_is_child_of_source(provider, fork) -> None:
 def test_fork_before_a_user_message_forks_at_its_parent(source):
     p = source.provider
     source_before = p.list_entries("src")
-    fork = fork_session(p, "src", source.u3["id"], position="before")
+    fork = fork_session(
+        provider=p, session_id="src", entry_id=source.u3["id"], position="before", actor="system", channel="internal"
+    )
     assert_is_child_of_source(p, fork)
     assert fork["session_id"] != "src"
 
@@ -72,7 +74,9 @@ def test_fork_before_a_user_message_forks_at_its_parent(source):
 
 def test_fork_before_the_root_user_message_is_an_empty_child(source):
     p = source.provider
-    fork = fork_session(p, "src", source.u1["id"])  # "before" is the default, as in Pi
+    fork = fork_session(
+        provider=p, session_id="src", entry_id=source.u1["id"], actor="system", channel="internal"
+    )  # "before" is the default, as in Pi
     assert_is_child_of_source(p, fork)
     assert p.list_entries(fork["session_id"]) == []
     assert fork["leaf_entry_id"] is None and fork["root_entry_id"] is None
@@ -81,7 +85,15 @@ def test_fork_before_the_root_user_message_is_an_empty_child(source):
 
 def test_fork_at_copies_up_to_and_including_the_entry(source):
     p = source.provider
-    fork = fork_session(p, "src", source.u3["id"], position="at", new_session_id="fork-at")
+    fork = fork_session(
+        provider=p,
+        session_id="src",
+        entry_id=source.u3["id"],
+        position="at",
+        new_session_id="fork-at",
+        actor="system",
+        channel="internal",
+    )
     assert fork["session_id"] == "fork-at"
     assert_is_child_of_source(p, fork)
     messages = [e for e in p.list_entries("fork-at") if e["type"] == "message"]
@@ -92,7 +104,9 @@ def test_fork_at_copies_up_to_and_including_the_entry(source):
 
 def test_fork_at_an_assistant_message(source):
     p = source.provider
-    fork = fork_session(p, "src", source.a4["id"], position="at")
+    fork = fork_session(
+        provider=p, session_id="src", entry_id=source.a4["id"], position="at", actor="system", channel="internal"
+    )
     copied = p.list_entries(fork["session_id"])
     assert ids([e for e in copied if e["type"] == "message"]) == [
         source.u1["id"],
@@ -110,28 +124,67 @@ def test_fork_before_a_non_user_entry_is_refused(source):
     p = source.provider
     sessions_before = p.get_session("src")
     with pytest.raises(InvalidEntry, match=rf"{source.a2['id']}.*'assistant' message.*user message"):
-        fork_session(p, "src", source.a2["id"], position="before")
+        fork_session(
+            provider=p,
+            session_id="src",
+            entry_id=source.a2["id"],
+            position="before",
+            actor="system",
+            channel="internal",
+        )
     with pytest.raises(InvalidEntry, match="'label' entry"):
-        fork_session(p, "src", source.label_a1["id"])
+        fork_session(provider=p, session_id="src", entry_id=source.label_a1["id"], actor="system", channel="internal")
     assert p.get_session("src") == sessions_before
 
 
 def test_invalid_position_is_refused(source):
     with pytest.raises(InvalidEntry, match="Invalid fork position 'after'"):
-        fork_session(source.provider, "src", source.u2["id"], position="after")
+        fork_session(
+            provider=source.provider,
+            session_id="src",
+            entry_id=source.u2["id"],
+            position="after",
+            actor="system",
+            channel="internal",
+        )
 
 
 def test_unknown_entry_or_session(source):
     with pytest.raises(EntryNotFound, match="zzzz0000"):
-        fork_session(source.provider, "src", "zzzz0000", position="at")
+        fork_session(
+            provider=source.provider,
+            session_id="src",
+            entry_id="zzzz0000",
+            position="at",
+            actor="system",
+            channel="internal",
+        )
     with pytest.raises(SessionNotFound):
-        fork_session(source.provider, "missing", source.u2["id"])
+        fork_session(
+            provider=source.provider, session_id="missing", entry_id=source.u2["id"], actor="system", channel="internal"
+        )
 
 
 def test_fork_of_a_fork_keeps_the_lineage(source):
     p = source.provider
-    child = fork_session(p, "src", source.a2["id"], position="at", new_session_id="child")
-    grandchild = fork_session(p, "child", source.u2["id"], position="before", new_session_id="grandchild")
+    child = fork_session(
+        provider=p,
+        session_id="src",
+        entry_id=source.a2["id"],
+        position="at",
+        new_session_id="child",
+        actor="system",
+        channel="internal",
+    )
+    grandchild = fork_session(
+        provider=p,
+        session_id="child",
+        entry_id=source.u2["id"],
+        position="before",
+        new_session_id="grandchild",
+        actor="system",
+        channel="internal",
+    )
     assert grandchild["parent_session_id"] == "child"
     assert ids([e for e in p.list_entries("grandchild") if e["type"] == "message"]) == [
         source.u1["id"],
@@ -158,6 +211,6 @@ def test_fork_before_a_message_whose_parent_is_missing_is_an_empty_child(provide
         "message": assistant("ok"),
     }
     provider.create_session(session_id="broken", entries=[orphan, reply])
-    fork = fork_session(provider, "broken", "aaaa0001")
+    fork = fork_session(provider=provider, session_id="broken", entry_id="aaaa0001", actor="system", channel="internal")
     assert fork["parent_session_id"] == "broken"
     assert provider.list_entries(fork["session_id"]) == []

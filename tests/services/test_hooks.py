@@ -16,7 +16,7 @@ from sessiontree.core.errors import InvalidEntry, LeafConflict
 from sessiontree.models import AuditRecord
 from sessiontree.services import hooks
 from tests.contract.conftest import PROVIDER_KINDS, make_provider
-from tests.roleplay.story import FakeSummarizer, Story
+from tests.roleplay.story import FakeSummarizer
 
 
 @pytest.fixture(params=PROVIDER_KINDS)
@@ -57,11 +57,22 @@ def test_every_event_is_heard_with_its_operation_and_result(provider, registered
     heard: list[hooks.HookEvent] = []
     for event in hooks.EVENTS:
         registered(event, heard.append)
-    result = services.navigate_tree(provider, "s1", entries[1]["id"], actor="alice", channel="admin")
-    fork = services.fork_session(provider, "s1", entries[1]["id"], position="at", actor="alice", channel="admin")
-    services.navigate_tree(provider, "s1", entries[-1]["id"], actor="alice", channel="admin")
+    result = services.navigate_tree(
+        provider=provider, session_id="s1", target_id=entries[1]["id"], actor="alice", channel="admin"
+    )
+    fork = services.fork_session(
+        provider=provider, session_id="s1", entry_id=entries[1]["id"], position="at", actor="alice", channel="admin"
+    )
+    services.navigate_tree(
+        provider=provider, session_id="s1", target_id=entries[-1]["id"], actor="alice", channel="admin"
+    )
     compaction = services.compact_session(
-        provider, "s1", summarizer=FakeSummarizer("s"), settings=CompactionSettings(keep_recent_tokens=50)
+        provider=provider,
+        session_id="s1",
+        summarizer=FakeSummarizer("s"),
+        settings=CompactionSettings(keep_recent_tokens=50),
+        actor="system",
+        channel="internal",
     )
     assert [e.name for e in heard] == [
         "before_navigate",
@@ -101,13 +112,31 @@ def test_a_before_hook_refuses_and_nothing_is_written(provider, registered, even
     sessions_before = provider.get_session("s1")
     operations = {
         "before_navigate": lambda: services.navigate_tree(
-            provider, "s1", entries[0]["id"], summarize=True, summarizer=FakeSummarizer("s"), label="x"
+            provider=provider,
+            session_id="s1",
+            target_id=entries[0]["id"],
+            summarize=True,
+            summarizer=FakeSummarizer("s"),
+            label="x",
+            actor="system",
+            channel="internal",
         ),
         "before_fork": lambda: services.fork_session(
-            provider, "s1", entries[1]["id"], position="at", new_session_id="f1"
+            provider=provider,
+            session_id="s1",
+            entry_id=entries[1]["id"],
+            position="at",
+            new_session_id="f1",
+            actor="system",
+            channel="internal",
         ),
         "before_compact": lambda: services.compact_session(
-            provider, "s1", summarizer=FakeSummarizer("s"), settings=CompactionSettings(keep_recent_tokens=50)
+            provider=provider,
+            session_id="s1",
+            summarizer=FakeSummarizer("s"),
+            settings=CompactionSettings(keep_recent_tokens=50),
+            actor="system",
+            channel="internal",
         ),
     }
     with pytest.raises(LeafConflict, match="not now"):
@@ -128,10 +157,12 @@ def test_an_after_hook_that_fails_never_undoes_the_change(provider, registered, 
     registered("after_navigate", broken)
     registered("after_navigate", lambda hook_event: later.append(hook_event.name))
     with caplog.at_level(logging.ERROR, logger="sessiontree.services.hooks"):
-        result = services.navigate_tree(provider, "s1", entries[1]["id"])  # a user message: its parent
+        result = services.navigate_tree(
+            provider=provider, session_id="s1", target_id=entries[1]["id"], actor="system", channel="internal"
+        )  # a user message: its parent
     assert result["leaf_entry_id"] == entries[0]["id"]
     assert provider.get_session("s1")["leaf_entry_id"] == entries[0]["id"]
-    assert AuditRecord.objects.filter(operation="navigate").count() == 1
+    assert AuditRecord.objects.filter(operation="navigate_tree").count() == 1
     assert later == ["after_navigate"]  # the other hooks still ran
     assert "after_navigate hook" in caplog.text and "the hook is broken" in caplog.text
 
@@ -157,54 +188,16 @@ def test_the_compaction_hook_of_earlier_releases_still_works(provider):
     services.register_compaction_hook(legacy)
     try:
         services.compact_session(
-            provider, "s1", summarizer=FakeSummarizer("s"), settings=CompactionSettings(keep_recent_tokens=50)
+            provider=provider,
+            session_id="s1",
+            summarizer=FakeSummarizer("s"),
+            settings=CompactionSettings(keep_recent_tokens=50),
+            actor="system",
+            channel="internal",
         )
     finally:
         services.unregister_compaction_hook(legacy)
     assert seen == [("s1", "compaction")]
-
-
-def test_the_roleplay_layer_re_derives_the_state_of_the_branch_it_lands_on(provider, registered):
-    """Seed 003 §3: after /tree the reducer runs on the new branch; a fork's
-    state comes from its own copied path, never from the old leaf."""
-    story = Story(provider)
-    ids = story.haircut_story()
-    extras: list[dict] = []
-    registered("after_navigate", lambda hook_event: extras.append(dict(hook_event.extras)))
-    registered("after_fork", lambda hook_event: extras.append(dict(hook_event.extras)))
-    services.navigate_tree(provider, story.session_id, ids["ask_cut"])  # before the haircut request
-    assert extras[-1]["roleplay_state"]["revision"] == 0
-    services.navigate_tree(provider, story.session_id, ids["cut"])
-    assert extras[-1]["roleplay_state"]["revision"] == 1
-    services.fork_session(provider, story.session_id, ids["ask_cut"], position="before")
-    assert extras[-1]["roleplay_state"]["revision"] == 0
-    assert extras[-1]["roleplay_state"]["character_id"] == "alice"
-
-
-def test_the_roleplay_state_after_a_move_is_reduced_only_when_read(provider, registered, monkeypatch):
-    """Most moves are never asked about roleplay: the hook hands out the
-    branch's state unreduced. Read later, after more moves, it is still the
-    state of the branch that move landed on."""
-    from roleplay import service as roleplay_service
-
-    story = Story(provider)
-    ids = story.haircut_story()
-    reductions: list[object] = []
-    real = roleplay_service.inspect_state
-    monkeypatch.setattr(
-        roleplay_service, "inspect_state", lambda *a, **k: reductions.append(k.get("leaf_entry_id")) or real(*a, **k)
-    )
-    extras: list[dict] = []
-    registered("after_navigate", lambda hook_event: extras.append(dict(hook_event.extras)))
-    services.navigate_tree(provider, story.session_id, ids["ask_cut"])  # before the haircut
-    before_cut = extras[-1]["roleplay_state"]
-    services.navigate_tree(provider, story.session_id, ids["cut"])
-    after_cut = extras[-1]["roleplay_state"]
-    assert reductions == [] and not before_cut.reduced and not after_cut.reduced
-    assert (before_cut["revision"], after_cut["revision"]) == (0, 1)  # read after both moves
-    assert dict(before_cut)["character_id"] == "alice" and len(reductions) == 2
-    assert isinstance(before_cut["state"], dict) and after_cut["revision"] == 1  # read again:
-    assert len(reductions) == 2  # no new reduction
 
 
 def test_a_before_hook_may_refuse_with_a_typed_bad_input_error(provider, registered):
@@ -216,5 +209,17 @@ def test_a_before_hook_may_refuse_with_a_typed_bad_input_error(provider, registe
 
     registered("before_navigate", only_labelled)
     with pytest.raises(InvalidEntry, match="need a label"):
-        services.navigate_tree(provider, "s1", entries[0]["id"])
-    assert services.navigate_tree(provider, "s1", entries[0]["id"], label="ok")["label_entry"]["label"] == "ok"
+        services.navigate_tree(
+            provider=provider, session_id="s1", target_id=entries[0]["id"], actor="system", channel="internal"
+        )
+    assert (
+        services.navigate_tree(
+            provider=provider,
+            session_id="s1",
+            target_id=entries[0]["id"],
+            label="ok",
+            actor="system",
+            channel="internal",
+        )["label_entry"]["label"]
+        == "ok"
+    )

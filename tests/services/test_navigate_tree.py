@@ -54,7 +54,7 @@ def leaf(provider) -> str | None:
 def test_user_message_target_moves_the_leaf_to_its_parent_and_returns_its_text(tree):
     p = tree.provider
     before = p.list_entries("s1")
-    result = navigate_tree(p, "s1", tree.u2["id"])
+    result = navigate_tree(provider=p, session_id="s1", target_id=tree.u2["id"], actor="system", channel="internal")
     assert result == {
         "leaf_entry_id": tree.a1["id"],
         "editor_text": "try A",
@@ -74,14 +74,14 @@ def test_editor_text_joins_the_text_blocks_of_a_user_message(tree):
     ]
     u = p.append_message("s1", user(blocks))
     p.append_message("s1", assistant("seen"))
-    result = navigate_tree(p, "s1", u["id"])
+    result = navigate_tree(provider=p, session_id="s1", target_id=u["id"], actor="system", channel="internal")
     assert result["editor_text"] == "look at this"
     assert result["leaf_entry_id"] == tree.a4["id"]
 
 
 def test_user_message_at_the_root_resets_the_leaf(tree):
     p = tree.provider
-    result = navigate_tree(p, "s1", tree.u1["id"])
+    result = navigate_tree(provider=p, session_id="s1", target_id=tree.u1["id"], actor="system", channel="internal")
     assert result["leaf_entry_id"] is None and result["editor_text"] == "hello"
     assert leaf(p) is None
     assert p.build_context("s1")["messages"] == []
@@ -91,21 +91,26 @@ def test_user_message_at_the_root_resets_the_leaf(tree):
 
 def test_assistant_target_becomes_the_leaf(tree):
     p = tree.provider
-    result = navigate_tree(p, "s1", tree.a3["id"])
+    result = navigate_tree(provider=p, session_id="s1", target_id=tree.a3["id"], actor="system", channel="internal")
     assert result == {"leaf_entry_id": tree.a3["id"], "editor_text": None, "summary_entry": None, "label_entry": None}
     assert [m.get("content") for m in p.build_context("s1")["messages"]][-1] == tree.a3["message"]["content"]
 
 
 def test_tool_result_target_becomes_the_leaf(tree):
     p = tree.provider
-    assert navigate_tree(p, "s1", tree.tr2["id"])["leaf_entry_id"] == tree.tr2["id"]
+    assert (
+        navigate_tree(provider=p, session_id="s1", target_id=tree.tr2["id"], actor="system", channel="internal")[
+            "leaf_entry_id"
+        ]
+        == tree.tr2["id"]
+    )
 
 
 def test_custom_message_target_behaves_like_a_user_message(tree):
     p = tree.provider
     note = p.append_custom_message("s1", "note", [{"type": "text", "text": "remember "}, {"type": "text", "text": "X"}])
     p.append_message("s1", assistant("noted"))
-    result = navigate_tree(p, "s1", note["id"])
+    result = navigate_tree(provider=p, session_id="s1", target_id=note["id"], actor="system", channel="internal")
     assert result["leaf_entry_id"] == tree.a4["id"]
     assert result["editor_text"] == "remember X"
 
@@ -114,7 +119,16 @@ def test_target_equal_to_the_leaf_does_nothing(tree):
     p = tree.provider
     before = snapshot_state(p, "s1")
     summarizer = RecordingSummarizer()
-    result = navigate_tree(p, "s1", tree.a4["id"], summarize=True, summarizer=summarizer, label="here")
+    result = navigate_tree(
+        provider=p,
+        session_id="s1",
+        target_id=tree.a4["id"],
+        summarize=True,
+        summarizer=summarizer,
+        label="here",
+        actor="system",
+        channel="internal",
+    )
     assert result == {"leaf_entry_id": tree.a4["id"], "editor_text": None, "summary_entry": None, "label_entry": None}
     assert snapshot_state(p, "s1") == before
     assert summarizer.requests == []
@@ -124,7 +138,15 @@ def test_unknown_target_raises_and_changes_nothing(tree):
     p = tree.provider
     before = snapshot_state(p, "s1")
     with pytest.raises(EntryNotFound, match="nope1234"):
-        navigate_tree(p, "s1", "nope1234", summarize=True, summarizer=RecordingSummarizer())
+        navigate_tree(
+            provider=p,
+            session_id="s1",
+            target_id="nope1234",
+            summarize=True,
+            summarizer=RecordingSummarizer(),
+            actor="system",
+            channel="internal",
+        )
     assert snapshot_state(p, "s1") == before
 
 
@@ -134,7 +156,15 @@ def test_unknown_target_raises_and_changes_nothing(tree):
 def test_branch_summary_between_branches(tree):
     p = tree.provider
     summarizer = RecordingSummarizer()
-    result = navigate_tree(p, "s1", tree.a3["id"], summarize=True, summarizer=summarizer)
+    result = navigate_tree(
+        provider=p,
+        session_id="s1",
+        target_id=tree.a3["id"],
+        summarize=True,
+        summarizer=summarizer,
+        actor="system",
+        channel="internal",
+    )
 
     (request,) = summarizer.requests
     assert request.kind == "branch"
@@ -164,9 +194,19 @@ def test_branch_summary_between_branches(tree):
 
 def test_branch_summary_leaves_out_tool_results_and_lists_files(tree):
     p = tree.provider
-    navigate_tree(p, "s1", tree.a3["id"])  # leaf on branch A
+    navigate_tree(
+        provider=p, session_id="s1", target_id=tree.a3["id"], actor="system", channel="internal"
+    )  # leaf on branch A
     summarizer = RecordingSummarizer()
-    result = navigate_tree(p, "s1", tree.a4["id"], summarize=True, summarizer=summarizer)
+    result = navigate_tree(
+        provider=p,
+        session_id="s1",
+        target_id=tree.a4["id"],
+        summarize=True,
+        summarizer=summarizer,
+        actor="system",
+        channel="internal",
+    )
     (request,) = summarizer.requests
     assert list(request.messages) == [tree.u2["message"], tree.a2["message"], tree.a3["message"]]
     assert result["summary_entry"]["details"] == {"readFiles": ["a.py"], "modifiedFiles": []}
@@ -177,7 +217,15 @@ def test_branch_summary_leaves_out_tool_results_and_lists_files(tree):
 def test_summary_when_the_target_is_a_user_message(tree):
     p = tree.provider
     summarizer = RecordingSummarizer()
-    result = navigate_tree(p, "s1", tree.u2["id"], summarize=True, summarizer=summarizer)
+    result = navigate_tree(
+        provider=p,
+        session_id="s1",
+        target_id=tree.u2["id"],
+        summarize=True,
+        summarizer=summarizer,
+        actor="system",
+        channel="internal",
+    )
     assert result["editor_text"] == "try A"
     assert list(summarizer.requests[0].messages) == [tree.u3["message"], tree.a4["message"]]
     summary = result["summary_entry"]
@@ -188,7 +236,15 @@ def test_summary_when_the_target_is_a_user_message(tree):
 def test_branch_summary_from_the_root(tree):
     p = tree.provider
     summarizer = RecordingSummarizer()
-    result = navigate_tree(p, "s1", tree.u1["id"], summarize=True, summarizer=summarizer)
+    result = navigate_tree(
+        provider=p,
+        session_id="s1",
+        target_id=tree.u1["id"],
+        summarize=True,
+        summarizer=summarizer,
+        actor="system",
+        channel="internal",
+    )
     assert list(summarizer.requests[0].messages) == [tree.a1["message"], tree.u3["message"], tree.a4["message"]]
     summary = result["summary_entry"]
     assert summary["parentId"] is None
@@ -203,7 +259,15 @@ def test_nothing_left_behind_means_no_summary(tree):
     p.switch_leaf("s1", tree.a1["id"])
     before = p.list_entries("s1")
     summarizer = RecordingSummarizer()
-    result = navigate_tree(p, "s1", tree.a4["id"], summarize=True, summarizer=summarizer)
+    result = navigate_tree(
+        provider=p,
+        session_id="s1",
+        target_id=tree.a4["id"],
+        summarize=True,
+        summarizer=summarizer,
+        actor="system",
+        channel="internal",
+    )
     assert summarizer.requests == []
     assert result["summary_entry"] is None and result["leaf_entry_id"] == tree.a4["id"]
     assert p.list_entries("s1") == before
@@ -211,7 +275,14 @@ def test_nothing_left_behind_means_no_summary(tree):
 
 def test_default_summarizer_is_the_configured_one(tree, settings):
     settings.SESSIONTREE_SUMMARIZER = "extractive"
-    result = navigate_tree(tree.provider, "s1", tree.a3["id"], summarize=True)
+    result = navigate_tree(
+        provider=tree.provider,
+        session_id="s1",
+        target_id=tree.a3["id"],
+        summarize=True,
+        actor="system",
+        channel="internal",
+    )
     assert result["summary_entry"]["summary"].startswith(BRANCH_SUMMARY_PREAMBLE + "## Goal (branch)")
     assert "try B" in result["summary_entry"]["summary"]
 
@@ -219,13 +290,15 @@ def test_default_summarizer_is_the_configured_one(tree, settings):
 def test_custom_instructions_reach_the_summarizer(tree):
     summarizer = RecordingSummarizer()
     navigate_tree(
-        tree.provider,
-        "s1",
-        tree.a3["id"],
+        provider=tree.provider,
+        session_id="s1",
+        target_id=tree.a3["id"],
         summarize=True,
         summarizer=summarizer,
         custom_instructions="only the decisions",
         replace_instructions=True,
+        actor="system",
+        channel="internal",
     )
     assert summarizer.requests[0].custom_instructions == "only the decisions"
     assert summarizer.requests[0].replace_instructions is True
@@ -235,14 +308,31 @@ def test_summarizer_failure_writes_nothing_and_keeps_the_leaf(tree):
     p = tree.provider
     before = snapshot_state(p, "s1")
     with pytest.raises(SummarizerError):
-        navigate_tree(p, "s1", tree.u2["id"], summarize=True, summarizer=FailingSummarizer(), label="x")
+        navigate_tree(
+            provider=p,
+            session_id="s1",
+            target_id=tree.u2["id"],
+            summarize=True,
+            summarizer=FailingSummarizer(),
+            label="x",
+            actor="system",
+            channel="internal",
+        )
     assert snapshot_state(p, "s1") == before
 
 
 def test_leaf_moving_while_summarizing_is_a_conflict(tree):
     p = tree.provider
     with pytest.raises(LeafConflict):
-        navigate_tree(p, "s1", tree.a3["id"], summarize=True, summarizer=MeddlingSummarizer(p, "s1"))
+        navigate_tree(
+            provider=p,
+            session_id="s1",
+            target_id=tree.a3["id"],
+            summarize=True,
+            summarizer=MeddlingSummarizer(p, "s1"),
+            actor="system",
+            channel="internal",
+        )
     assert [e["type"] for e in p.list_entries("s1")].count("branch_summary") == 0
 
 
@@ -251,7 +341,9 @@ def test_leaf_moving_while_summarizing_is_a_conflict(tree):
 
 def test_label_goes_on_the_target_without_a_summary(tree):
     p = tree.provider
-    result = navigate_tree(p, "s1", tree.a3["id"], label="plan A")
+    result = navigate_tree(
+        provider=p, session_id="s1", target_id=tree.a3["id"], label="plan A", actor="system", channel="internal"
+    )
     label_entry = result["label_entry"]
     assert label_entry["type"] == "label" and label_entry["targetId"] == tree.a3["id"]
     # A label is appended at the leaf like any entry (Pi does the same); the context is unchanged.
@@ -263,7 +355,9 @@ def test_label_goes_on_the_target_without_a_summary(tree):
 
 def test_label_on_a_user_message_target_labels_that_message(tree):
     p = tree.provider
-    result = navigate_tree(p, "s1", tree.u2["id"], label="retry here")
+    result = navigate_tree(
+        provider=p, session_id="s1", target_id=tree.u2["id"], label="retry here", actor="system", channel="internal"
+    )
     assert result["label_entry"]["targetId"] == tree.u2["id"]
     assert result["label_entry"]["parentId"] == tree.a1["id"]
     assert result["editor_text"] == "try A"
@@ -271,7 +365,16 @@ def test_label_on_a_user_message_target_labels_that_message(tree):
 
 def test_label_goes_on_the_summary_entry_with_a_summary(tree):
     p = tree.provider
-    result = navigate_tree(p, "s1", tree.a3["id"], summarize=True, summarizer=RecordingSummarizer(), label="left B")
+    result = navigate_tree(
+        provider=p,
+        session_id="s1",
+        target_id=tree.a3["id"],
+        summarize=True,
+        summarizer=RecordingSummarizer(),
+        label="left B",
+        actor="system",
+        channel="internal",
+    )
     summary = result["summary_entry"]
     assert result["label_entry"]["targetId"] == summary["id"]
     assert result["label_entry"]["parentId"] == summary["id"]
@@ -283,7 +386,12 @@ def test_label_goes_on_the_summary_entry_with_a_summary(tree):
 def test_empty_label_adds_nothing(tree):
     p = tree.provider
     count = len(p.list_entries("s1"))
-    assert navigate_tree(p, "s1", tree.a3["id"], label="")["label_entry"] is None
+    assert (
+        navigate_tree(
+            provider=p, session_id="s1", target_id=tree.a3["id"], label="", actor="system", channel="internal"
+        )["label_entry"]
+        is None
+    )
     assert len(p.list_entries("s1")) == count
 
 
@@ -295,6 +403,15 @@ def test_a_non_text_label_or_instruction_is_refused_before_anything_moves(tree, 
     summarizer = RecordingSummarizer()
     before = snapshot_state(p, "s1")
     with pytest.raises(InvalidEntry, match="must be a string or None"):
-        navigate_tree(p, "s1", tree.a3["id"], summarize=True, summarizer=summarizer, **options)
+        navigate_tree(
+            provider=p,
+            session_id="s1",
+            target_id=tree.a3["id"],
+            summarize=True,
+            summarizer=summarizer,
+            actor="system",
+            channel="internal",
+            **options,
+        )
     assert snapshot_state(p, "s1") == before
     assert summarizer.requests == []

@@ -33,7 +33,9 @@ def test_a_string_message_in_a_file_is_survived_by_compaction_navigation_and_edi
     path = provider.get_active_path("odd")
     assert [e["id"] for e in path] == [first["id"], "odd00001", last["id"]]
     prepare_compaction(path, CompactionSettings(keep_recent_tokens=10))  # no AttributeError
-    result = tree.navigate_tree(provider, "odd", "odd00001")  # not a user message: it becomes the leaf
+    result = tree.navigate_tree(
+        provider=provider, session_id="odd", target_id="odd00001", actor="system", channel="internal"
+    )  # not a user message: it becomes the leaf
     assert result["leaf_entry_id"] == "odd00001" and result["editor_text"] is None
     with pytest.raises(InvalidEntry, match="not a message whose content"):
         provider.append_context_edit("odd", "odd00001", None)

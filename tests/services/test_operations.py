@@ -92,7 +92,12 @@ def test_a_user_actor_is_linked_to_the_account(provider, sid):
 
 
 def test_system_actors_and_bad_channels(provider, sid):
-    entries.append_message(session_id=sid, message=user("a"), provider=provider, actor=None, channel="internal")
+    with pytest.raises(TypeError, match="needs an actor"):  # no default actor: a write says who makes it
+        entries.append_message(session_id=sid, message=user("a"), provider=provider, actor=None, channel="internal")
+    assert provider.list_entries(sid) == []
+    entries.append_message(
+        session_id=sid, message=user("a"), provider=provider, actor=services.SYSTEM_ACTOR, channel="internal"
+    )
     assert only_record("append_entry").actor == "system"
     assert services.cli_actor().name.startswith("cli:")
     assert services.SYNC_ACTOR.name == "sync"
@@ -151,7 +156,7 @@ def test_no_op_changes_write_no_record(provider, sid):
     AuditRecord.objects.all().delete()
     sessions.update_session(session_id=sid, provider=provider, title="t", **WHO)  # unchanged
     sessions.restore_session(session_id=sid, provider=provider, **WHO)  # already active
-    tree.navigate_tree(provider, sid, a["id"], **WHO)  # already the leaf
+    tree.navigate_tree(provider=provider, session_id=sid, target_id=a["id"], **WHO)  # already the leaf
     assert records() == []
 
 
@@ -243,24 +248,36 @@ def test_navigate_fork_and_compact_are_audited(provider, sid):
         entries.append_message(session_id=sid, message=user(f"m{i} " + "w " * 300), provider=provider, **WHO)
     old_leaf = provider.get_session(sid)["leaf_entry_id"]
     result = tree.navigate_tree(
-        provider, sid, first["id"], summarize=True, summarizer=FakeSummarizer("gone"), label="back", **WHO
+        provider=provider,
+        session_id=sid,
+        target_id=first["id"],
+        summarize=True,
+        summarizer=FakeSummarizer("gone"),
+        label="back",
+        **WHO,
     )
-    record = only_record("navigate")
+    record = only_record("navigate_tree")
     assert record.entry_ids == [result["summary_entry"]["id"], result["label_entry"]["id"]]
     assert (record.leaf_before, record.leaf_after) == (old_leaf, result["leaf_entry_id"])
     assert result["summary_entry"]["fromId"] == old_leaf  # Pi: the leaf being left
 
-    fork = tree.fork_session(provider, sid, first["id"], position="at", new_session_id="f1", **WHO)
-    assert only_record("fork").detail == {"new_session_id": "f1", "position": "at"}
+    fork = tree.fork_session(
+        provider=provider, session_id=sid, entry_id=first["id"], position="at", new_session_id="f1", **WHO
+    )
+    assert only_record("fork_session").detail == {"new_session_id": "f1", "position": "at"}
     assert records(session_id="f1", operation="create_session")[0].detail["forked_from"] == sid
     assert fork["parent_session_id"] == sid
 
     tree.switch_leaf(session_id=sid, entry_id=old_leaf, provider=provider, **WHO)
     compaction = tree.compact_session(
-        provider, sid, summarizer=FakeSummarizer("short"), settings=CompactionSettings(keep_recent_tokens=50), **WHO
+        provider=provider,
+        session_id=sid,
+        summarizer=FakeSummarizer("short"),
+        settings=CompactionSettings(keep_recent_tokens=50),
+        **WHO,
     )
     assert compaction is not None
-    assert only_record("compact").entry_ids == [compaction["id"]]
+    assert only_record("compact_session").entry_ids == [compaction["id"]]
 
 
 # --- expected leaf everywhere -------------------------------------------------------------
@@ -277,7 +294,9 @@ def test_every_append_and_leaf_move_accepts_an_expected_leaf(provider, sid):
         lambda: tree.switch_leaf(session_id=sid, entry_id=a["id"], **stale),
         lambda: tree.reset_leaf(session_id=sid, **stale),
         lambda: tree.set_label(session_id=sid, target_id=a["id"], label="l", **stale),
-        lambda: tree.navigate_tree(provider, sid, a["id"], expected_leaf_id="not-the-leaf", **WHO),
+        lambda: tree.navigate_tree(
+            provider=provider, session_id=sid, target_id=a["id"], expected_leaf_id="not-the-leaf", **WHO
+        ),
     ]
     for call in calls:
         with pytest.raises(LeafConflict, match="not-the-leaf"):

@@ -43,7 +43,14 @@ SETTINGS = CompactionSettings(keep_recent_tokens=200)
 
 def test_success_appends_one_compaction(session, fake_openai):
     before = session.list_entries("s1")
-    entry = compact_session(session, "s1", summarizer=http_summarizer(fake_openai), settings=SETTINGS)
+    entry = compact_session(
+        provider=session,
+        session_id="s1",
+        summarizer=http_summarizer(fake_openai),
+        settings=SETTINGS,
+        actor="system",
+        channel="internal",
+    )
     assert entry["type"] == "compaction"
     assert entry["summary"] == "## Goal\n- ship it"
     after = session.list_entries("s1")
@@ -60,7 +67,15 @@ def test_success_appends_one_compaction(session, fake_openai):
 def test_success_appends_one_branch_summary(session, fake_openai):
     entries = session.list_entries("s1")
     target = entries[1]  # the first answer: the later turns are left behind
-    result = navigate_tree(session, "s1", target["id"], summarize=True, summarizer=http_summarizer(fake_openai))
+    result = navigate_tree(
+        provider=session,
+        session_id="s1",
+        target_id=target["id"],
+        summarize=True,
+        summarizer=http_summarizer(fake_openai),
+        actor="system",
+        channel="internal",
+    )
     assert result["summary_entry"]["summary"].endswith("## Goal\n- ship it")
     assert session.list_entries("s1") == [*entries, result["summary_entry"]]
 
@@ -83,7 +98,14 @@ def test_failed_compaction_appends_nothing_and_keeps_the_leaf(session, fake_open
     fake_openai.reply = reply
     before = snapshot_state(session, "s1")
     with pytest.raises(SummarizerError, match=message):
-        compact_session(session, "s1", summarizer=http_summarizer(fake_openai, timeout), settings=SETTINGS)
+        compact_session(
+            provider=session,
+            session_id="s1",
+            summarizer=http_summarizer(fake_openai, timeout),
+            settings=SETTINGS,
+            actor="system",
+            channel="internal",
+        )
     assert len(fake_openai.requests) == 1
     assert snapshot_state(session, "s1") == before
 
@@ -96,7 +118,14 @@ def test_failed_branch_summary_appends_nothing_and_keeps_the_leaf(session, fake_
     target = before[0][1]
     with pytest.raises(SummarizerError, match=message):
         navigate_tree(
-            session, "s1", target["id"], summarize=True, summarizer=http_summarizer(fake_openai, timeout), label="x"
+            provider=session,
+            session_id="s1",
+            target_id=target["id"],
+            summarize=True,
+            summarizer=http_summarizer(fake_openai, timeout),
+            label="x",
+            actor="system",
+            channel="internal",
         )
     assert snapshot_state(session, "s1") == before
 
@@ -109,5 +138,12 @@ def test_unreachable_server_appends_nothing(session):
     summarizer = OpenAICompatibleSummarizer(base_url=f"http://127.0.0.1:{port}/v1", model="m", timeout=2)
     before = snapshot_state(session, "s1")
     with pytest.raises(SummarizerError, match="unreachable"):
-        compact_session(session, "s1", summarizer=summarizer, settings=SETTINGS)
+        compact_session(
+            provider=session,
+            session_id="s1",
+            summarizer=summarizer,
+            settings=SETTINGS,
+            actor="system",
+            channel="internal",
+        )
     assert snapshot_state(session, "s1") == before

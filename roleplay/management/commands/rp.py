@@ -419,26 +419,37 @@ class Command(SessionTreeCommand):
 
     def review_amend(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         value = _json_argument(options["value"], "VALUE_JSON")
-        entry = service.amend_review(provider, session_id, options["review_id"], value, **self.who)
+        entry = service.amend_review(
+            provider=provider, session_id=session_id, review_id=options["review_id"], value=value, **self.who
+        )
         self.emit_write(provider, session_id, entry, f"amendment of review {options['review_id']}")
 
     def review_accept(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         raw = options.get("value")
         value = _json_argument(raw, "--value") if raw is not None else UNSET
-        entry = service.decide_review(provider, session_id, options["review_id"], "accept", value=value, **self.who)
+        entry = service.decide_review(
+            provider=provider,
+            session_id=session_id,
+            review_id=options["review_id"],
+            decision="accept",
+            value=value,
+            **self.who,
+        )
         self.emit_write(provider, session_id, entry, f"acceptance of review {options['review_id']}")
 
     def review_reject(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
-        entry = service.decide_review(provider, session_id, options["review_id"], "reject", **self.who)
+        entry = service.decide_review(
+            provider=provider, session_id=session_id, review_id=options["review_id"], decision="reject", **self.who
+        )
         self.emit_write(provider, session_id, entry, f"rejection of review {options['review_id']}")
 
     def checkpoint(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
-        entry = service.create_checkpoint(provider, session_id, **self.who)
+        entry = service.create_checkpoint(provider=provider, session_id=session_id, **self.who)
         self.emit_write(provider, session_id, entry, f"checkpoint at revision {entry['data']['revision']}")
 
     def compact(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         result = service.compact_with_checkpoint(
-            provider, session_id, custom_instructions=options.get("custom_instructions"), **self.who
+            provider=provider, session_id=session_id, custom_instructions=options.get("custom_instructions"), **self.who
         )
         compaction, checkpoint = result["compaction"], result["checkpoint"]
         if compaction is None:
@@ -451,25 +462,25 @@ class Command(SessionTreeCommand):
 
     def state_correct(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         payload = _json_object(options["payload"], "the correction")
-        entry = service.correct_state(provider, session_id, payload, **self.who)
+        entry = service.correct_state(provider=provider, session_id=session_id, payload=payload, **self.who)
         self.emit_write(
             provider, session_id, entry, f"correction commit {entry['data']['commitId']}", note=CORRECTION_NOTE
         )
 
     def turn_repair(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         proposal = _json_object(options["proposal"], "the repair proposal")
-        entry = service.repair_turn(provider, session_id, proposal, **self.who)
+        entry = service.repair_turn(provider=provider, session_id=session_id, proposal=proposal, **self.who)
         self.emit_write(provider, session_id, entry, f"repair of turn {entry['data']['turnId']}")
 
     def archive(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
-        entry = service.archive(provider, session_id, reason=options.get("reason"), **self.who)
+        entry = service.archive(provider=provider, session_id=session_id, reason=options.get("reason"), **self.who)
         self.emit_write(provider, session_id, entry, "archive of the character")
 
     def history_goto(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         result = service.history_goto(
-            provider,
-            session_id,
-            options["entry_id"],
+            provider=provider,
+            session_id=session_id,
+            entry_id=options["entry_id"],
             summarize=options["summarize"],
             label=options.get("label"),
             **self.who,
@@ -483,7 +494,11 @@ class Command(SessionTreeCommand):
 
     def history_fork(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         result = service.history_fork(
-            provider, session_id, options["entry_id"], position=options["position"], **self.who
+            provider=provider,
+            session_id=session_id,
+            entry_id=options["entry_id"],
+            position=options["position"],
+            **self.who,
         )
         new = result["session"]
         human = (

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 from django.core.management.base import CommandError, CommandParser
 
-from sessiontree.core.errors import InvalidEntry
+from sessiontree.core.errors import BadInput
 from sessiontree.management.base import EXIT_BAD_INPUT, SessionTreeCommand
 from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.selectors.export import export_jsonl
@@ -69,7 +69,7 @@ class Command(SessionTreeCommand):
         existed = target.exists()
         if existed:
             if target.is_dir():
-                raise InvalidEntry(f"{target} is a folder")
+                raise BadInput(f"{target} is a folder")
             # Entries of the session outside the exported scope may stay out;
             # entries the database does not hold at all may not be lost.
             with provider.read(session_id) as view:

@@ -206,9 +206,9 @@ def _fork(spec: DemoSession, label: str, actor: Actor) -> DemoWriter:
     if target is None:
         raise CommandError(f"Session {spec.source} has no entry labelled {label!r} to fork from")
     services.tree.fork_session(
-        provider,
-        spec.source,
-        target,
+        provider=provider,
+        session_id=spec.source,
+        entry_id=target,
         position="at",
         new_session_id=spec.session_id,
         title=spec.title,
