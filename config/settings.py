@@ -230,6 +230,10 @@ SESSIONTREE_PROVIDERS = {
 # MariaDB stores with its own defaults; see sessiontree/core/entries.py).
 SESSIONTREE_MAX_ENTRY_BYTES = int(os.environ.get("SESSIONTREE_MAX_ENTRY_BYTES", str(6 * 1024 * 1024)))
 SESSIONTREE_MAX_ENTRY_DEPTH = int(os.environ.get("SESSIONTREE_MAX_ENTRY_DEPTH", "30"))
+# Session metadata (operator data beside the tree): at most this many bytes as JSON.
+SESSIONTREE_MAX_METADATA_BYTES = int(os.environ.get("SESSIONTREE_MAX_METADATA_BYTES", str(64 * 1024)))
+# Seconds a client is told to wait (Retry-After) when the storage is unavailable (503).
+SESSIONTREE_RETRY_AFTER_SECONDS = int(os.environ.get("SESSIONTREE_RETRY_AFTER_SECONDS", "2"))
 # "always" fsyncs every appended line; "never" leaves it to the OS.
 SESSIONTREE_FSYNC = os.environ.get("SESSIONTREE_FSYNC", "never")
 

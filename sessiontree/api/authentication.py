@@ -51,7 +51,28 @@ def _user_by_token() -> tuple[str, list[str], list[tuple[int, Any, list[Converte
 class TokenAuthentication(authentication.TokenAuthentication):
     """DRF's token check with the token's user read by one plain query (DRF
     builds an ORM query with ``select_related`` on every request, which cost
-    more CPU than the append the request makes)."""
+    more CPU than the append the request makes).
+
+    ``Authorization: Token <key>`` is the documented form; ``Bearer <key>``
+    (what most HTTP clients send for an API key) is accepted as the same."""
+
+    keywords = ("Token", "Bearer")
+
+    def authenticate(self, request: Any) -> tuple[Any, Token] | None:
+        parts = authentication.get_authorization_header(request).split()
+        if not parts or parts[0].lower() not in {keyword.lower().encode() for keyword in self.keywords}:
+            return None
+        if len(parts) == 1:
+            raise exceptions.AuthenticationFailed(_("Invalid token header. No credentials provided."))
+        if len(parts) > 2:
+            raise exceptions.AuthenticationFailed(_("Invalid token header. Token string should not contain spaces."))
+        try:
+            key = parts[1].decode()
+        except UnicodeError:
+            raise exceptions.AuthenticationFailed(
+                _("Invalid token header. Token string should not contain invalid characters.")
+            ) from None
+        return self.authenticate_credentials(key)
 
     def authenticate_credentials(self, key: str) -> tuple[Any, Token]:
         sql, field_names, converters = _user_by_token()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import DataError, InterfaceError, OperationalError
@@ -92,13 +93,25 @@ def _api_exception_response(exc: exceptions.APIException) -> Response:
     return Response(error_body(_drf_code(exc), message, details), status=exc.status_code, headers=headers)
 
 
+def _retry_after(status_code: int) -> dict[str, str]:
+    """``Retry-After`` for a 503: the storage may answer again in a moment
+    (``SESSIONTREE_RETRY_AFTER_SECONDS``, default 2)."""
+    if status_code != status.HTTP_503_SERVICE_UNAVAILABLE:
+        return {}
+    return {"Retry-After": str(int(getattr(settings, "SESSIONTREE_RETRY_AFTER_SECONDS", 2)))}
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's ``EXCEPTION_HANDLER``: every handled error in the one shape."""
     if isinstance(exc, SessionTreeError):
         set_rollback()
         if exc.http_status >= 500:
             logger.warning("%s: %s", exc.code, exc)
-        return Response(error_body(exc.code, str(exc), {"category": exc.category}), status=exc.http_status)
+        return Response(
+            error_body(exc.code, str(exc), {"category": exc.category}),
+            status=exc.http_status,
+            headers=_retry_after(exc.http_status),
+        )
     if isinstance(exc, RequestDataTooBig):
         exc = RequestTooLarge("The request body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE allows.")
     elif isinstance(exc, Http404):
@@ -111,6 +124,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response(
             error_body("storage_unavailable", "The database cannot be reached right now; try again later."),
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
+            headers=_retry_after(status.HTTP_503_SERVICE_UNAVAILABLE),
         )
     elif isinstance(exc, DataError):
         set_rollback()

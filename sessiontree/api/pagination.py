@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Collection
+from datetime import UTC
 from typing import Any
 
 from django.utils.dateparse import parse_datetime
@@ -58,8 +59,11 @@ class SessionCursorPagination(CursorPagination):
             raise ValidationError({"cursor": [INVALID_CURSOR]})  # decodes to nothing: never one of ours
         if cursor is not None and cursor.position is not None:
             try:
-                valid = parse_datetime(str(cursor.position)) is not None
-            except ValueError:
+                moment = parse_datetime(str(cursor.position))
+                # The query compares in UTC: a time that has none (year 1 at
+                # +01:00) is no time at all, not a 500.
+                valid = moment is not None and (moment.tzinfo is None or moment.astimezone(UTC) is not None)
+            except (ValueError, OverflowError):
                 valid = False
             if not valid:
                 raise ValidationError({"cursor": [INVALID_CURSOR]})

@@ -14,23 +14,19 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser
 
 from sessiontree.core.entries import json_depth_exceeds
 
 from .exceptions import RequestTooLarge
+from .wsgi import max_body_bytes
 
 # Entries nest at most SESSIONTREE_MAX_ENTRY_DEPTH (30) levels and are refused
 # beyond it with a 413 naming the entry; a body may nest a little deeper than
 # that (the entry sits inside {"entry": …}) so that the entry's own limit
 # answers, and no deeper than what every JSON library in the chain handles.
 MAX_BODY_DEPTH = 64
-
-
-def max_body_bytes() -> int:
-    return int(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0) or 2_621_440
 
 
 def read_limited(stream: Any, content_length: Any) -> bytes:
@@ -48,6 +44,18 @@ def read_limited(stream: Any, content_length: Any) -> bytes:
     return bytes(data)
 
 
+def _reason(body: bytes, exc: orjson.JSONDecodeError) -> str:
+    """Why ``body`` is not JSON, in words a client can act on (orjson says
+    "surrogates not allowed" for any byte sequence that is not UTF-8)."""
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        return f"the body is not valid UTF-8 text (bytes {bad.start}-{bad.end - 1} cannot be decoded)"
+    if "surrogate" in str(exc):
+        return f"a \\u escape names half of a UTF-16 surrogate pair, which is not Unicode text ({exc})"
+    return str(exc)
+
+
 class JSONParser(BaseParser):
     media_type = "application/json"
 
@@ -58,7 +66,7 @@ class JSONParser(BaseParser):
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            raise ParseError(f"JSON parse error: {exc}") from None
+            raise ParseError(f"JSON parse error: {_reason(body, exc)}") from None
         if json_depth_exceeds(data, MAX_BODY_DEPTH):
             raise ParseError(f"JSON parse error: the document nests deeper than {MAX_BODY_DEPTH} levels")
         return data

@@ -370,8 +370,11 @@ class PathSerializer(serializers.Serializer):
 
 
 class ModelRefSerializer(serializers.Serializer):
-    provider = serializers.CharField(read_only=True)
-    modelId = serializers.CharField(read_only=True)  # Pi's camelCase key
+    """The model the context was last set to. Either part is null when the
+    entry that set it did not say (an assistant message without ``provider``)."""
+
+    provider = serializers.CharField(read_only=True, allow_null=True)
+    modelId = serializers.CharField(read_only=True, allow_null=True)  # Pi's camelCase key
 
 
 class ContextSerializer(serializers.Serializer):

@@ -12,7 +12,8 @@ otherwise), checks writes (403), and hands out the session's provider.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import chain
 from typing import Any
 
@@ -28,7 +29,7 @@ from rest_framework.viewsets import GenericViewSet
 
 from sessiontree import services
 from sessiontree.core.context_builder import UNSET
-from sessiontree.core.errors import SessionNotFound
+from sessiontree.core.errors import SessionAlreadyExists, SessionNotFound
 from sessiontree.core.pi_session_file import gc_paused
 from sessiontree.models import Agent, AgentSession
 from sessiontree.providers import meta
@@ -63,6 +64,23 @@ def large_json(build: Callable[[], Any]) -> HttpResponse:
     with gc_paused():
         body = dumps(build())
     return HttpResponse(body, content_type=JSONRenderer.media_type)
+
+
+class SessionIdUnavailable(SessionAlreadyExists):
+    """A session id the caller asked for that is taken: the same answer whoever
+    holds it, so that it never tells whether another user's session exists."""
+
+    code = "session_id_unavailable"
+
+
+@contextmanager
+def id_unavailable_if_taken() -> Iterator[None]:
+    try:
+        yield
+    except SessionAlreadyExists:
+        raise SessionIdUnavailable(
+            "This session id cannot be used; choose another, or leave session_id out to get a new one"
+        ) from None
 
 
 def parse(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
@@ -175,14 +193,15 @@ class SessionViewSet(SessionScopedViewSet):
         agent = Agent.objects.filter(pk=agent_id).first() if agent_id is not None else None
         if agent_id is not None and agent is None:
             raise ValidationError({"agent": [f"No agent with id {agent_id}."]})
-        session = services.sessions.create_session(
-            actor=request.user,
-            channel=CHANNEL,
-            kind=data.pop("provider", None),
-            agent=agent,
-            user_id=user_id,
-            **data,
-        )
+        with id_unavailable_if_taken():
+            session = services.sessions.create_session(
+                actor=request.user,
+                channel=CHANNEL,
+                kind=data.pop("provider", None),
+                agent=agent,
+                user_id=user_id,
+                **data,
+            )
         return Response(s.SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
     def retrieve(self, request: Request, session_id: str) -> Response:
@@ -307,16 +326,17 @@ class SessionViewSet(SessionScopedViewSet):
         """``before`` (default) needs a user message and copies the path up to its parent;
         ``at`` copies the path up to and including any entry. Labels on the path come along."""
         data = parse(s.ForkSerializer, request.data)
-        session = services.fork_session(
-            provider=self.provider(),
-            session_id=self.session_id,
-            entry_id=data["entry_id"],
-            position=data["position"],
-            new_session_id=data.get("new_session_id"),
-            title=data.get("title"),
-            actor=request.user,
-            channel=CHANNEL,
-        )
+        with id_unavailable_if_taken():
+            session = services.fork_session(
+                provider=self.provider(),
+                session_id=self.session_id,
+                entry_id=data["entry_id"],
+                position=data["position"],
+                new_session_id=data.get("new_session_id"),
+                title=data.get("title"),
+                actor=request.user,
+                channel=CHANNEL,
+            )
         return Response(s.SessionSerializer(session).data, status=status.HTTP_201_CREATED)
 
     @extend_schema(

@@ -62,6 +62,13 @@ def validate_session_id(session_id: Any, *, new: bool = False) -> str:
     raise InvalidSessionId(f"Invalid session id {session_id!r}: use {SESSION_ID_RULE}")
 
 
+# Text columns without a length of their own, and how long a value may be:
+# a working directory is a path (Linux's PATH_MAX).
+TEXT_FIELD_LIMITS = {"cwd": 4096}
+# Session metadata is operator data beside the tree, not a second store.
+DEFAULT_MAX_METADATA_BYTES = 64 * 1024
+
+
 def _field_max_length(name: str) -> int | None:
     return AgentSession._meta.get_field(name).max_length
 
@@ -77,7 +84,7 @@ def check_meta_fields(fields: dict[str, Any]) -> None:
             continue
         if not isinstance(value, str):
             raise BadInput(f"Session field {name!r} must be a string, not {type(value).__name__}")
-        limit = _field_max_length(name)
+        limit = _field_max_length(name) or TEXT_FIELD_LIMITS.get(name)
         if limit is not None and len(value) > limit:
             raise BadInput(f"Session field {name!r} is longer than {limit} characters")
     if "metadata" in fields and fields["metadata"] is not None:
@@ -89,9 +96,12 @@ def check_meta_fields(fields: dict[str, Any]) -> None:
             # MariaDB's JSON columns hold 32 levels; refused here alike on every database.
             raise EntryTooLarge(f"metadata nests deeper than {max_depth} levels (SESSIONTREE_MAX_ENTRY_DEPTH)")
         try:
-            json.dumps(metadata, allow_nan=False)
+            encoded = json.dumps(metadata, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError) as exc:
             raise BadInput(f"metadata cannot be stored as JSON ({exc})") from None
+        max_bytes = int(getattr(settings, "SESSIONTREE_MAX_METADATA_BYTES", DEFAULT_MAX_METADATA_BYTES))
+        if len(encoded.encode("utf-8", "surrogatepass")) > max_bytes:
+            raise EntryTooLarge(f"metadata is larger than {max_bytes:,} bytes as JSON (SESSIONTREE_MAX_METADATA_BYTES)")
     agent_id = fields.get("agent_id")
     if agent_id is not None:
         if not isinstance(agent_id, int) or isinstance(agent_id, bool):

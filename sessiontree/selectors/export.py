@@ -19,9 +19,25 @@ from sessiontree.core.errors import BadInput, EntryNotFound
 from sessiontree.core.path import walk_path
 from sessiontree.core.pi_session_file import serialize_line
 from sessiontree.core.types import Entry
+from sessiontree.providers import meta
 from sessiontree.providers.base import SessionTreeProvider
 
 EXPORT_SCOPES: tuple[str, ...] = ("full", "active", "subtree")
+
+
+def export_header(provider: SessionTreeProvider, session_id: str) -> dict[str, Any]:
+    """The session's header line as an export carries it: a fork's
+    ``parentSession`` names the parent session by id, never by the path of
+    the parent's file on this server (Pi writes a path there; an export
+    leaves the server, its paths must not)."""
+    header = provider.get_header(session_id)
+    parent_ref = header.get("parentSession")
+    if isinstance(parent_ref, str) and ("/" in parent_ref or "\\" in parent_ref):
+        parent = meta.resolve_parent(parent_ref)
+        # A parent this server does not hold keeps its file's name, not its folder.
+        named = parent.session_id if parent is not None else parent_ref.replace("\\", "/").rsplit("/", 1)[-1]
+        header = {**header, "parentSession": named}
+    return header
 
 
 def export_entries(
@@ -33,7 +49,7 @@ def export_entries(
         raise BadInput(f"Unknown export scope {scope!r}; use one of {', '.join(EXPORT_SCOPES)}")
     if scope == "subtree" and not entry_id:
         raise BadInput("A subtree export needs the entry it starts at")
-    header = provider.get_header(session_id)
+    header = export_header(provider, session_id)
     with provider.read(session_id) as view:
         in_flight = view.state.in_flight_entry_id
         start = entry_id if entry_id is not None else view.state.leaf_entry_id

@@ -197,7 +197,7 @@ def test_conflicts_are_409(api, session_id):
     api.post(f"/api/sessions/{session_id}/archive/")
     error_of(api.client.post(url, {"message": user_message("x")}, format="json"), 409, "session_closed")
     error_of(
-        api.client.post("/api/sessions/", {"session_id": session_id}, format="json"), 409, "session_already_exists"
+        api.client.post("/api/sessions/", {"session_id": session_id}, format="json"), 409, "session_id_unavailable"
     )
 
 

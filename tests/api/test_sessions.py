@@ -43,7 +43,7 @@ def test_create_with_a_chosen_id_and_refusals(api, kind, users):
     api.create_session(kind, session_id="my-session.1")
     assert api.get("/api/sessions/my-session.1/")["session_id"] == "my-session.1"
     error = api.post("/api/sessions/", {"provider": kind, "session_id": "my-session.1"}, expected=409)["error"]
-    assert error["code"] == "session_already_exists"
+    assert error["code"] == "session_id_unavailable"
     error = api.post("/api/sessions/", {"session_id": "../etc"}, expected=400)["error"]
     assert error["code"] == "invalid_input" and "session_id" in error["details"]["fields"]
     error = api.post("/api/sessions/", {"agent": 987654}, expected=400)["error"]

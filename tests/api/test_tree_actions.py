@@ -124,7 +124,7 @@ def test_fork_before_and_at(api, kind, users):
     api.post(f"/api/sessions/{sid}/fork/", {"entry_id": e["a1"], "position": "after"}, 400)
     api.post(f"/api/sessions/{sid}/fork/", {"entry_id": "nothere1", "position": "at"}, 404)
     dup = {"entry_id": e["a1"], "position": "at", "new_session_id": "fork-at-a2"}
-    assert api.post(f"/api/sessions/{sid}/fork/", dup, 409)["error"]["code"] == "session_already_exists"
+    assert api.post(f"/api/sessions/{sid}/fork/", dup, 409)["error"]["code"] == "session_id_unavailable"
 
 
 def test_compact_nothing_then_something(api, kind, users):
