@@ -245,6 +245,28 @@ SESSIONTREE_OPENAI_MODEL = os.environ.get("SESSIONTREE_OPENAI_MODEL", "gpt-4o-mi
 SESSIONTREE_OPENAI_API_KEY = os.environ.get("SESSIONTREE_OPENAI_API_KEY", "")
 SESSIONTREE_OPENAI_TIMEOUT = float(os.environ.get("SESSIONTREE_OPENAI_TIMEOUT", "60"))
 
+# Moderation (docs/moderation.md): flag categories, and the classifiers
+# `moderate_sessions` runs (built-in names or dotted paths, comma-separated).
+SESSIONTREE_MODERATION_CATEGORIES = [
+    name.strip()
+    for name in os.environ.get(
+        "SESSIONTREE_MODERATION_CATEGORIES", "pii,harassment,hate,sexual,violence,self_harm,illegal,spam,other"
+    ).split(",")
+    if name.strip()
+]
+SESSIONTREE_MODERATION_CLASSIFIERS = [
+    name.strip() for name in os.environ.get("SESSIONTREE_MODERATION_CLASSIFIERS", "pii").split(",") if name.strip()
+]
+SESSIONTREE_MODERATION_OPENAI_BASE_URL = os.environ.get(
+    "SESSIONTREE_MODERATION_OPENAI_BASE_URL", SESSIONTREE_OPENAI_BASE_URL
+)
+SESSIONTREE_MODERATION_OPENAI_API_KEY = os.environ.get(
+    "SESSIONTREE_MODERATION_OPENAI_API_KEY", SESSIONTREE_OPENAI_API_KEY
+)
+SESSIONTREE_MODERATION_OPENAI_MODEL = os.environ.get("SESSIONTREE_MODERATION_OPENAI_MODEL", "omni-moderation-latest")
+SESSIONTREE_MODERATION_OPENAI_TIMEOUT = float(os.environ.get("SESSIONTREE_MODERATION_OPENAI_TIMEOUT", "30"))
+SESSIONTREE_MODERATION_OPENAI_RETRIES = int(os.environ.get("SESSIONTREE_MODERATION_OPENAI_RETRIES", "3"))
+
 # A request body may hold one entry of the largest size allowed, plus the
 # JSON around it (and some escaping); the API's parser enforces this limit
 # (413 request_too_large), the entry limit stays the providers' (413 entry_too_large).
