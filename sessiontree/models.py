@@ -256,3 +256,53 @@ class SyncedFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.mode} {self.path}"
+
+
+class ModerationFlag(models.Model):
+    """An operator's (or a user's, or a classifier's) note that an entry needs
+    a look: operator data beside the tree, never an entry in it, so flagging
+    moves no leaf and changes no context (docs/moderation.md).
+
+    ``session_id`` and ``entry_id`` name the entry as the audit does (a flag
+    outlives a hard-deleted session as a record of what was decided).
+    ``source`` is ``operator``, ``user_report`` or ``classifier:<name>``.
+    """
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        ACTIONED = "actioned"
+        DISMISSED = "dismissed"
+
+    session_id = models.CharField(max_length=64, db_index=True)
+    entry_id = models.CharField(max_length=64)
+    category = models.CharField(max_length=32, db_index=True)
+    note = models.TextField(blank=True, default="")
+    source = models.CharField(max_length=64, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN, db_index=True)
+    opened_by = models.CharField(max_length=191)
+    opened_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    opened_at = models.DateTimeField(db_index=True)
+    resolved_by = models.CharField(max_length=191, blank=True, default="")
+    resolved_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolution_note = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "neta_moderation_flag"
+        ordering = ["opened_at", "id"]
+        indexes = [
+            models.Index(fields=["status", "opened_at"], name="flag_queue_idx"),
+            models.Index(fields=["session_id", "entry_id"], name="flag_entry_idx"),
+        ]
+        permissions = [
+            ("flag_entry", "Can flag entries of any session for moderation"),
+            ("resolve_flag", "Can resolve moderation flags (action or dismiss them)"),
+            ("erase_entry", "Can erase entries in place, with every copy (irreversible)"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.category} flag on {self.session_id}/{self.entry_id} ({self.status})"

@@ -130,7 +130,11 @@ def erase_entry(entry: Entry) -> Entry:
         elif kind == "compaction" and key in ("firstKeptEntryId", "tokensBefore", "fromHook", "usage", "systemMessage"):
             # The system prompt in force is configuration, not conversation: kept.
             erased[key] = copy.deepcopy(value)
-        elif (kind == "branch_summary" and key in ("fromId", "fromHook")) or (kind == "custom" and key == "customType") or (kind == "context_edit" and key == "targetId"):
+        elif (
+            (kind == "branch_summary" and key in ("fromId", "fromHook"))
+            or (kind == "custom" and key == "customType")
+            or (kind == "context_edit" and key == "targetId")
+        ):
             erased[key] = value
         elif kind == "context_edit" and key == "replacement":
             erased[key] = None if value is None else {"content": erase_content(value.get("content"))}

@@ -71,12 +71,17 @@ def table_collation(connection: Any, table: str) -> str:
         return str(cursor.fetchone()[0])
 
 
-def set_collations(apps: Any, schema_editor: Any, *, exact: bool) -> None:
+def set_collations(
+    apps: Any, schema_editor: Any, *, exact: bool, columns_of: dict[str, tuple[str, ...]] | None = None
+) -> None:
+    """Give ``columns_of`` (model → columns; default this migration's) the exact
+    collation, or back the table's own (``exact=False``). Later migrations
+    that add id columns call this with theirs."""
     connection = schema_editor.connection
     if connection.vendor != "mysql":
         return
     quote = schema_editor.quote_name
-    for model_name, columns in EXACT_COLUMNS.items():
+    for model_name, columns in (columns_of if columns_of is not None else EXACT_COLUMNS).items():
         model = apps.get_model("sessiontree", model_name)
         table = model._meta.db_table
         collation = exact_collation(connection) if exact else table_collation(connection, table)

@@ -42,6 +42,12 @@ class Operation(StrEnum):
     NAVIGATE_TREE = "navigate_tree"
     FORK_SESSION = "fork_session"
     COMPACT_SESSION = "compact_session"
+    # moderation
+    FLAG_ENTRY = "flag_entry"
+    RESOLVE_FLAG = "resolve_flag"
+    HIDE_ENTRY = "hide_entry"
+    UNHIDE_ENTRY = "unhide_entry"
+    ERASE_ENTRY = "erase_entry"
 
 
 # Names written by earlier releases, and what they are called now

@@ -1,0 +1,337 @@
+"""Moderation: flags beside the tree, hiding a message from the model, and
+(``erase``) removing its text in place with every copy.
+
+- **Flags** are rows of their own (``ModerationFlag``), never tree entries:
+  flagging moves no leaf, changes no context and never makes a live agent's
+  append fail. Each opening and resolving is audited.
+- **Hide** appends Pi's ``context_edit`` on the active branch: from there on
+  the model (ours, and Pi's opening our file) gets a notice instead of the
+  message. **Unhide** appends a later ``context_edit`` whose replacement is
+  the message's own content (Pi 1.6.0 has no revert edit; the latest edit of
+  a target on the path wins).
+
+Every function is keyword-only and needs an ``actor`` and a ``channel``;
+docs/moderation.md says what each touches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, TypedDict
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from sessiontree.core.entries import message_of
+from sessiontree.core.errors import CONFLICT, BadInput, EntryNotFound, SessionTreeError
+from sessiontree.core.types import UNSET, Entry, Unset
+from sessiontree.models import ModerationFlag
+from sessiontree.providers.base import SessionTreeProvider
+from sessiontree.providers.factory import get_provider_for_session
+from sessiontree.providers.template import SessionWriter
+
+from .audit import Actor, check_channel, entry_ids, record
+from .operations import Operation
+
+DEFAULT_CATEGORIES = ("pii", "harassment", "hate", "sexual", "violence", "self_harm", "illegal", "spam", "other")
+SOURCES = ("operator", "user_report")
+CLASSIFIER_SOURCE_PREFIX = "classifier:"
+RESOLVED_STATUSES = (ModerationFlag.Status.ACTIONED.value, ModerationFlag.Status.DISMISSED.value)
+MAX_NOTE = 2000
+DEFAULT_NOTICE = "[removed by a moderator]"
+
+Expected = str | None | Unset
+
+
+class FlagNotFound(SessionTreeError):
+    code = "flag_not_found"
+    category = "not_found"
+
+
+class FlagAlreadyResolved(SessionTreeError):
+    code = "flag_already_resolved"
+    category = CONFLICT
+
+
+class NotHidden(SessionTreeError):
+    """An unhide of a message the active branch does not hide."""
+
+    code = "not_hidden"
+    category = CONFLICT
+
+
+class FlagDict(TypedDict):
+    id: int
+    session_id: str
+    entry_id: str
+    category: str
+    note: str
+    source: str
+    status: str
+    opened_by: str
+    opened_at: str
+    resolved_by: str | None
+    resolved_at: str | None
+
+
+def categories() -> tuple[str, ...]:
+    """The flag categories operators choose from (``SESSIONTREE_MODERATION_CATEGORIES``)."""
+    configured = getattr(settings, "SESSIONTREE_MODERATION_CATEGORIES", None) or DEFAULT_CATEGORIES
+    return tuple(configured)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat().replace("+00:00", "Z") if moment is not None else None
+
+
+def flag_dict(flag: ModerationFlag) -> FlagDict:
+    return {
+        "id": flag.pk,
+        "session_id": flag.session_id,
+        "entry_id": flag.entry_id,
+        "category": flag.category,
+        "note": flag.note,
+        "source": flag.source,
+        "status": flag.status,
+        "opened_by": flag.opened_by,
+        "opened_at": _iso(flag.opened_at) or "",
+        "resolved_by": flag.resolved_by or None,
+        "resolved_at": _iso(flag.resolved_at),
+    }
+
+
+def _who(actor: Any, channel: Any) -> tuple[Actor, str]:
+    return Actor.of(actor), check_channel(channel)
+
+
+def _check_note(note: Any) -> str:
+    if note is None:
+        return ""
+    if not isinstance(note, str):
+        raise BadInput(f"A flag's note must be a string, not {type(note).__name__}")
+    if len(note) > MAX_NOTE:
+        raise BadInput(f"A flag's note is at most {MAX_NOTE} characters")
+    return note
+
+
+def check_source(source: Any) -> str:
+    if source in SOURCES:
+        return str(source)
+    if isinstance(source, str) and source.startswith(CLASSIFIER_SOURCE_PREFIX):
+        name = source[len(CLASSIFIER_SOURCE_PREFIX) :]
+        if name and len(source) <= 64 and name.replace("_", "").replace("-", "").replace(".", "").isalnum():
+            return source
+    raise BadInput(f"Unknown flag source {source!r}; use operator, user_report or classifier:<name>")
+
+
+def _provider(provider: SessionTreeProvider | None, session_id: str) -> SessionTreeProvider:
+    return provider if provider is not None else get_provider_for_session(session_id)
+
+
+# --- flags --------------------------------------------------------------------------------------
+
+
+def flag_entry(
+    *,
+    session_id: str,
+    entry_id: str,
+    category: str,
+    actor: Any,
+    channel: str,
+    note: str | None = None,
+    source: str = "operator",
+    provider: SessionTreeProvider | None = None,
+) -> FlagDict:
+    """Open a flag on ``entry_id`` of ``session_id`` (which must exist). The tree is not touched."""
+    acting, channel = _who(actor, channel)
+    if category not in categories():
+        raise BadInput(f"Unknown flag category {category!r}; use one of {', '.join(categories())}")
+    source = check_source(source)
+    text = _check_note(note)
+    provider = _provider(provider, session_id)
+    provider.get_entry(session_id, entry_id)  # SessionNotFound / EntryNotFound
+    with transaction.atomic():
+        flag = ModerationFlag.objects.create(
+            session_id=session_id,
+            entry_id=entry_id,
+            category=category,
+            note=text,
+            source=source,
+            opened_by=acting.name,
+            opened_by_user_id=acting.user_id,
+            opened_at=timezone.now(),
+        )
+        record(
+            actor=acting,
+            channel=channel,
+            operation=Operation.FLAG_ENTRY,
+            session_id=session_id,
+            entry_ids=[entry_id],
+            detail={"flag_id": flag.pk, "category": category, "source": source},
+        )
+    return flag_dict(flag)
+
+
+def resolve_flag(*, flag_id: int, status: str, actor: Any, channel: str, note: str | None = None) -> FlagDict:
+    """Close an open flag as ``actioned`` or ``dismissed``; a closed one is ``FlagAlreadyResolved``."""
+    acting, channel = _who(actor, channel)
+    if status not in RESOLVED_STATUSES:
+        raise BadInput(f"A flag is resolved as {' or '.join(RESOLVED_STATUSES)}, not {status!r}")
+    text = _check_note(note)
+    if not isinstance(flag_id, int) or isinstance(flag_id, bool):
+        raise BadInput(f"A flag id is an integer, not {type(flag_id).__name__}")
+    with transaction.atomic():
+        flag = ModerationFlag.objects.select_for_update().filter(pk=flag_id).first()
+        if flag is None:
+            raise FlagNotFound(f"Flag {flag_id} not found")
+        if flag.status != ModerationFlag.Status.OPEN:
+            raise FlagAlreadyResolved(f"Flag {flag_id} is already {flag.status} (by {flag.resolved_by or 'someone'})")
+        flag.status = status
+        flag.resolved_by = acting.name
+        flag.resolved_by_user_id = acting.user_id
+        flag.resolved_at = timezone.now()
+        flag.resolution_note = text
+        flag.save(update_fields=["status", "resolved_by", "resolved_by_user", "resolved_at", "resolution_note"])
+        record(
+            actor=acting,
+            channel=channel,
+            operation=Operation.RESOLVE_FLAG,
+            session_id=flag.session_id,
+            entry_ids=[flag.entry_id],
+            detail={"flag_id": flag.pk, "status": status, "category": flag.category},
+        )
+    return flag_dict(flag)
+
+
+def open_flags_of(session_id: str, entry_ids: Sequence[str] | None = None) -> dict[str, list[FlagDict]]:
+    """Open flags of a session (of ``entry_ids`` only, when given), by entry id."""
+    flags = ModerationFlag.objects.filter(session_id=session_id, status=ModerationFlag.Status.OPEN)
+    if entry_ids is not None:
+        flags = flags.filter(entry_id__in=list(entry_ids))
+    found: dict[str, list[FlagDict]] = {}
+    for flag in flags.order_by("opened_at", "id"):
+        found.setdefault(flag.entry_id, []).append(flag_dict(flag))
+    return found
+
+
+# --- hide from the model ---------------------------------------------------------------------------
+
+
+def _original_content(writer: SessionWriter, entry_id: str) -> Any:
+    entry = writer.get_entry(entry_id)
+    if entry.get("type") == "custom_message":
+        return entry.get("content")
+    return message_of(entry).get("content")
+
+
+def hidden_on_path(path: Sequence[Entry], entry_id: str) -> bool:
+    """Whether the latest ``context_edit`` of ``entry_id`` on ``path`` hides it
+    (omits it, or replaces its content with something else)."""
+    target = next((entry for entry in path if entry.get("id") == entry_id), None)
+    if target is None:
+        return False
+    original = target.get("content") if target.get("type") == "custom_message" else message_of(target).get("content")
+    latest: Entry | None = None
+    for entry in path:
+        if entry.get("type") == "context_edit" and entry.get("targetId") == entry_id:
+            latest = entry
+    if latest is None:
+        return False
+    replacement = latest.get("replacement")
+    if replacement is None:
+        return True
+    content = replacement.get("content") if isinstance(replacement, dict) else None
+    return bool(content != original)
+
+
+def hide_entry(
+    *,
+    session_id: str,
+    entry_id: str,
+    actor: Any,
+    channel: str,
+    notice: str | None = None,
+    expected_leaf_id: Expected = UNSET,
+    provider: SessionTreeProvider | None = None,
+) -> Entry:
+    """Append a ``context_edit`` replacing the message's content with ``notice``
+    (default ``[removed by a moderator]``) on the active branch."""
+    acting, channel = _who(actor, channel)
+    text = DEFAULT_NOTICE if notice in (None, "") else notice
+    if not isinstance(text, str) or len(text) > MAX_NOTE:
+        raise BadInput(f"A notice is a string of at most {MAX_NOTE} characters")
+    provider = _provider(provider, session_id)
+
+    def audit(writer: SessionWriter) -> None:
+        record(
+            actor=acting,
+            channel=channel,
+            operation=Operation.HIDE_ENTRY,
+            session_id=session_id,
+            entry_ids=[entry_id, *entry_ids(writer.written)],
+            leaf_before=writer.leaf_before,
+            leaf_after=writer.leaf_entry_id,
+            detail={"target_id": entry_id},
+        )
+
+    return provider.transact(
+        session_id,
+        lambda writer: writer.append_context_edit(entry_id, {"content": text}),
+        expected_leaf_id=expected_leaf_id,
+        before_commit=audit,
+    )
+
+
+def unhide_entry(
+    *,
+    session_id: str,
+    entry_id: str,
+    actor: Any,
+    channel: str,
+    expected_leaf_id: Expected = UNSET,
+    provider: SessionTreeProvider | None = None,
+) -> Entry:
+    """Append a ``context_edit`` restoring the message's own content on the
+    active branch; ``NotHidden`` when that branch does not hide it."""
+    acting, channel = _who(actor, channel)
+    provider = _provider(provider, session_id)
+
+    def work(writer: SessionWriter) -> Entry:
+        if not hidden_on_path(writer.active_path(), entry_id):
+            writer.get_entry(entry_id)  # EntryNotFound first, for an unknown id
+            raise NotHidden(f"Entry {entry_id} is not hidden on the active branch of session {session_id}")
+        return writer.append_context_edit(entry_id, {"content": _original_content(writer, entry_id)})
+
+    def audit(writer: SessionWriter) -> None:
+        record(
+            actor=acting,
+            channel=channel,
+            operation=Operation.UNHIDE_ENTRY,
+            session_id=session_id,
+            entry_ids=[entry_id, *entry_ids(writer.written)],
+            leaf_before=writer.leaf_before,
+            leaf_after=writer.leaf_entry_id,
+            detail={"target_id": entry_id},
+        )
+
+    return provider.transact(session_id, work, expected_leaf_id=expected_leaf_id, before_commit=audit)
+
+
+__all__ = [
+    "DEFAULT_NOTICE",
+    "EntryNotFound",
+    "FlagAlreadyResolved",
+    "FlagDict",
+    "FlagNotFound",
+    "NotHidden",
+    "categories",
+    "flag_dict",
+    "flag_entry",
+    "hidden_on_path",
+    "hide_entry",
+    "open_flags_of",
+    "resolve_flag",
+    "unhide_entry",
+]
