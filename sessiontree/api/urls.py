@@ -8,6 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
+from .moderation import EntryModerationViewSet, FlagViewSet
 from .views import ID_PATTERN, EntryViewSet, SessionViewSet
 
 SESSION_PREFIX = rf"sessions/(?P<session_id>{ID_PATTERN})"
@@ -15,6 +16,10 @@ SESSION_PREFIX = rf"sessions/(?P<session_id>{ID_PATTERN})"
 router = SimpleRouter()
 router.register("sessions", SessionViewSet, basename="session")
 router.register(rf"{SESSION_PREFIX}/entries", EntryViewSet, basename="session-entry")
+router.register(
+    rf"{SESSION_PREFIX}/entries/(?P<entry_id>{ID_PATTERN})", EntryModerationViewSet, basename="session-entry-moderation"
+)
+router.register("flags", FlagViewSet, basename="flag")
 
 urlpatterns = [
     path("", include(router.urls)),

@@ -58,6 +58,10 @@ def test_every_contract_path_is_in_the_schema():
         for name in ("state", "diff", "reviews", "corrections", "checkpoints", "repairs", "archive")
     }
     expected |= {f"{roleplay}reviews/{{review_id}}/{name}" for name in ("", "decide/", "amend/")}
+    # DESIGN.md §10: moderation.
+    entry = f"{session}entries/{{entry_id}}/"
+    expected |= {f"{entry}{name}/" for name in ("flags", "hide", "unhide")}
+    expected |= {"/api/flags/", "/api/flags/{flag_id}/resolve/"}
     assert paths == expected
 
 
