@@ -2,6 +2,7 @@
 
 - ``sessions``: the session list and a session's pages (tree, entry detail,
   compare, export, moderation actions);
+- ``flags``: the moderation queue (every flag across sessions, bulk actions);
 - ``moderation``: the tree page's actions, each one call to ``sessiontree.services``;
 - ``roleplay``: the roleplay state panel, state diff, review queue and roleplay
   actions, each one call to ``roleplay.service``;
@@ -18,6 +19,7 @@ from django.http import HttpRequest
 
 from sessiontree.models import Agent, AgentSession, AuditRecord
 
+from . import flags
 from .sessions import AgentSessionAdmin
 
 
@@ -49,4 +51,4 @@ class AuditRecordAdmin(admin.ModelAdmin):
         return False
 
 
-__all__ = ["AgentAdmin", "AgentSessionAdmin", "AuditRecordAdmin"]
+__all__ = ["AgentAdmin", "AgentSessionAdmin", "AuditRecordAdmin", "flags"]

@@ -21,7 +21,8 @@ Modules:
   summary and label), fork before/at an entry, compact;
 - ``audit``: actors, channels and the record; ``operations``: the names of
   audited operations (constants);
-- ``hooks``: before/after hooks for navigate, fork and compact.
+- ``hooks``: before/after hooks for navigate, fork and compact;
+- ``moderation``: flags beside the tree, hide/unhide (``context_edit``).
 
 Optimistic concurrency: every append and leaf move takes ``expected_leaf_id``;
 a leaf that moved is ``LeafConflict`` before anything is written.
@@ -29,7 +30,7 @@ a leaf that moved is ``LeafConflict`` before anything is written.
 
 from __future__ import annotations
 
-from . import audit, entries, hooks, operations, sessions, tree
+from . import audit, entries, hooks, moderation, operations, sessions, tree
 from .audit import SYNC_ACTOR, SYSTEM_ACTOR, Actor, cli_actor
 from .hooks import (
     HookEvent,
@@ -55,6 +56,7 @@ __all__ = [
     "entries",
     "fork_session",
     "hooks",
+    "moderation",
     "navigate_tree",
     "operations",
     "register_compaction_hook",
