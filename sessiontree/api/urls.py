@@ -8,6 +8,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
+from .audit import AuditViewSet
 from .moderation import EntryModerationViewSet, FlagViewSet
 from .views import ID_PATTERN, EntryViewSet, SessionViewSet
 
@@ -20,6 +21,7 @@ router.register(
     rf"{SESSION_PREFIX}/entries/(?P<entry_id>{ID_PATTERN})", EntryModerationViewSet, basename="session-entry-moderation"
 )
 router.register("flags", FlagViewSet, basename="flag")
+router.register("audit", AuditViewSet, basename="audit")
 
 urlpatterns = [
     path("", include(router.urls)),
