@@ -267,6 +267,15 @@ SESSIONTREE_MODERATION_OPENAI_MODEL = os.environ.get("SESSIONTREE_MODERATION_OPE
 SESSIONTREE_MODERATION_OPENAI_TIMEOUT = float(os.environ.get("SESSIONTREE_MODERATION_OPENAI_TIMEOUT", "30"))
 SESSIONTREE_MODERATION_OPENAI_RETRIES = int(os.environ.get("SESSIONTREE_MODERATION_OPENAI_RETRIES", "3"))
 
+# Data protection (docs/data-protection.md): sessions idle longer than this many
+# days are deleted by apply_retention, unless their agent says otherwise (unset: keep).
+_retention = os.environ.get("SESSIONTREE_RETENTION_DAYS", "").strip()
+SESSIONTREE_RETENTION_DAYS = int(_retention) if _retention.isdigit() else None
+if _retention and (SESSIONTREE_RETENTION_DAYS is None or SESSIONTREE_RETENTION_DAYS < 1):
+    raise ImproperlyConfigured(
+        f"SESSIONTREE_RETENTION_DAYS={_retention!r} must be a whole number of days, 1 or more (unset: keep)"
+    )
+
 # A request body may hold one entry of the largest size allowed, plus the
 # JSON around it (and some escaping); the API's parser enforces this limit
 # (413 request_too_large), the entry limit stays the providers' (413 entry_too_large).

@@ -10,6 +10,7 @@ are a plain adjacency list (see docs/architecture.md for why).
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MinValueValidator
 from django.db import models
 from mptt.models import MPTTModel, TreeForeignKey
 
@@ -31,6 +32,15 @@ class Agent(models.Model):  # type: ignore[django-manager-missing]  # the relate
         ),
     )
     config = models.JSONField(default=dict, blank=True)
+    retention_days = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(1)],
+        help_text=(
+            "Sessions of this agent idle for longer than this many days are deleted by apply_retention. "
+            "Empty: SESSIONTREE_RETENTION_DAYS (unset there: keep)."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -306,3 +316,25 @@ class ModerationFlag(models.Model):
 
     def __str__(self) -> str:
         return f"{self.category} flag on {self.session_id}/{self.entry_id} ({self.status})"
+
+
+class LegalHold(models.Model):
+    """A legal hold on one session: while it stands, nothing deletes or erases
+    the session (hard delete, erase, user erasure, retention); appends, moves
+    and reads go on. Placing and releasing are audited (docs/data-protection.md)."""
+
+    session_id = models.CharField(max_length=64, unique=True)
+    reason = models.TextField()
+    placed_by = models.CharField(max_length=191)
+    placed_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    placed_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "neta_legal_hold"
+        ordering = ["-placed_at", "-id"]
+        permissions = [("place_hold", "Can place and release legal holds on sessions")]
+
+    def __str__(self) -> str:
+        return f"legal hold on {self.session_id}"

@@ -30,7 +30,10 @@ def test_id_columns_compare_exactly_on_mysql():
     if connection.vendor != "mysql":
         pytest.skip("SQLite compares text byte for byte already; the collation is MySQL/MariaDB's")
     exact = import_module("sessiontree.migrations.0008_exact_ids")
-    later = [import_module("sessiontree.migrations.0010_moderation_flags")]
+    later = [
+        import_module("sessiontree.migrations.0010_moderation_flags"),
+        import_module("sessiontree.migrations.0011_legal_hold_and_retention"),
+    ]
     expected = {
         (
             apps.get_model("sessiontree", model)._meta.db_table,

@@ -131,6 +131,14 @@ class CorruptSessionTree(SessionTreeError):
     category = CORRUPT
 
 
+class SessionOnHold(SessionTreeError):
+    """A legal hold keeps the session: no hard delete, erase, user erasure or
+    retention touches it until the hold is released (appends, moves and reads go on)."""
+
+    code = "session_on_hold"
+    category = CONFLICT
+
+
 class ImmutableEntry(SessionTreeError):
     code = "immutable_entry"
     category = CONFLICT

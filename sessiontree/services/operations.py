@@ -48,6 +48,10 @@ class Operation(StrEnum):
     HIDE_ENTRY = "hide_entry"
     UNHIDE_ENTRY = "unhide_entry"
     ERASE_ENTRY = "erase_entry"
+    # data protection
+    PLACE_HOLD = "place_hold"
+    RELEASE_HOLD = "release_hold"
+    ERASE_USER_DATA = "erase_user_data"
 
 
 # Names written by earlier releases, and what they are called now

@@ -27,6 +27,7 @@ from sessiontree.providers.template import SessionWriter
 
 from ._common import provider_for, set_times, who
 from .audit import record
+from .holds import check_not_held
 from .operations import Operation
 
 EDITABLE_FIELDS = ("title", "metadata", "user_id", "agent_id", "cwd")
@@ -182,11 +183,14 @@ def delete_session(
     channel: str,
     hard: bool = False,
     provider: SessionTreeProvider | None = None,
+    reason: str | None = None,
 ) -> SessionTreeSession | None:
     """Soft delete (status ``deleted``: readable, closed to writes, restorable),
     or with ``hard`` remove the session and its entries for good (its forks
-    stay, detached from the lineage tree). Returns the session after a soft
-    delete, ``None`` after a hard one."""
+    stay, detached from the lineage tree). A hard delete of a session under a
+    legal hold is ``SessionOnHold`` and deletes nothing. ``reason`` (e.g.
+    ``retention``) is kept in the audit record. Returns the session after a
+    soft delete, ``None`` after a hard one."""
     if not hard:
         return _set_status(
             session_id, "deleted", Operation.DELETE_SESSION, ("active", "archived"), actor, channel, provider
@@ -198,6 +202,9 @@ def delete_session(
         provider.update_session(session_id)  # raises SessionNotFound
 
     def audit() -> None:
+        # Inside the delete's transaction, after its row is gone (locked):
+        # a hold placed meanwhile waited for it, one placed before refuses it.
+        check_not_held([session_id], what="a hard delete")
         record(
             actor=acting,
             channel=channel,
@@ -208,6 +215,7 @@ def delete_session(
                 "provider": provider.kind,
                 "entries": current.get("entry_count") if current else None,
                 "title": current.get("title") if current else None,
+                **({"reason": reason} if reason else {}),
             },
         )
 
