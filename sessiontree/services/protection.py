@@ -128,7 +128,7 @@ class RetentionReport:
     dry_run: bool
     deleted: list[str] = field(default_factory=list)
     skipped: dict[str, list[str]] = field(default_factory=lambda: {reason: [] for reason in SKIP_REASONS})
-    failed: list[dict[str, str]] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
     considered: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -153,6 +153,14 @@ class RetentionReport:
         return (
             f"retention: {verb} {len(self.deleted)} of {self.considered} expired session(s); skipped: {skipped}{tail}"
         )
+
+
+def summary_line(report: dict[str, Any]) -> str:
+    """One line of a retention report, for the command and cron's mail."""
+    verb = "would delete" if report["dry_run"] else "deleted"
+    skipped = ", ".join(f"{len(ids)} {reason.replace('_', ' ')}" for reason, ids in report["skipped"].items())
+    tail = f", {len(report['failed'])} failed" if report["failed"] else ""
+    return f"retention: {verb} {len(report['deleted'])} of {report['considered']} expired session(s); skipped: {skipped}{tail}"
 
 
 def _periods() -> tuple[dict[int, int], int | None]:
@@ -188,10 +196,11 @@ def apply_retention(
     now: datetime | None = None,
     dry_run: bool = False,
     batch_size: int = RETENTION_BATCH,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int], Callable[[int], object] | None] | None = None,
 ) -> dict[str, Any]:
     """Hard-delete every session idle longer than its period (see the module
-    docstring); returns the report (``dry_run``: the same report, nothing deleted)."""
+    docstring); returns the report (``dry_run``: the same report, nothing deleted).
+    ``progress(total)`` may return a function told how many sessions each batch handled."""
     acting, channel = _who(actor, channel)
     if batch_size < 1:
         raise BadInput("The retention batch size must be at least 1")
@@ -201,6 +210,7 @@ def apply_retention(
     expired = expired_sessions(moment)
     expired_pks = {pk for pk, _, _ in expired}
     report = RetentionReport(now=_iso(moment), dry_run=dry_run, considered=len(expired))
+    advance = progress(len(expired)) if progress is not None else None
     for start in range(0, len(expired), batch_size):
         batch = expired[start : start + batch_size]
         ids = [session_id for _, session_id, _ in batch]
@@ -231,11 +241,13 @@ def apply_retention(
                     report.skipped[SKIP_HOLD].append(session_id)  # held meanwhile
                     continue
                 except SessionTreeError as exc:
-                    report.failed.append({"session_id": session_id, "code": exc.code, "message": str(exc)})
+                    report.failed.append(
+                        {"session_id": session_id, "code": exc.code, "message": str(exc), "exit_code": exc.exit_code}
+                    )
                     continue
                 report.deleted.append(session_id)
-        if progress is not None:
-            progress(len(batch))
+        if advance is not None:
+            advance(len(batch))
     return report.as_dict()
 
 
