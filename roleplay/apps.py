@@ -10,7 +10,7 @@ class RoleplayConfig(AppConfig):
         # Every compaction of a roleplay branch gets its automatic checkpoint
         # (seed 003 §6.2), whoever called compact_session.
         from roleplay.operations import RoleplayOperation
-        from roleplay.service import register_hooks
+        from roleplay.services.history import register_hooks
         from sessiontree.services.operations import register_operations
 
         register_operations(op.value for op in RoleplayOperation)
