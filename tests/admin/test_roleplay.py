@@ -736,8 +736,8 @@ def test_a_long_list_in_the_state_shows_its_latest_items_and_every_row_on_demand
 
 
 def test_shown_rows_keeps_nested_lists_and_caps_the_tree():
+    from roleplay.admin.pages import ARRAY_ITEMS_SHOWN, ROWS_SHOWN, shown_rows
     from roleplay.inspection import state_rows
-    from sessiontree.admin.roleplay import ARRAY_ITEMS_SHOWN, ROWS_SHOWN, shown_rows
 
     document = {"a": [[i] * 3 for i in range(ARRAY_ITEMS_SHOWN + 5)], "b": {"c": list(range(ARRAY_ITEMS_SHOWN + 1))}}
     rows = shown_rows(state_rows(document, {}))
