@@ -83,8 +83,8 @@ Fields = list[tuple[str, str]]
 PageName = Literal["tree", "entry", "change"]
 PAGES: tuple[PageName, ...] = ("tree", "entry", "change")
 
-EntryMarker = Callable[[Entry], "str | None"]
-EntryRenderer = Callable[[Entry], "Fields | None"]
+EntryMarker = Callable[[Entry], str | None]
+EntryRenderer = Callable[[Entry], Fields | None]
 CustomEntryRenderer = Callable[[Any], Fields]
 
 
@@ -118,7 +118,7 @@ class SessionPage:
 
 
 Links = Callable[[PageContext], Sequence[SessionLink]]
-Panel = Callable[[PageContext], "str | None"]
+Panel = Callable[[PageContext], str | None]
 
 
 @dataclass(frozen=True)
