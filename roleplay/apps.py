@@ -7,11 +7,15 @@ class RoleplayConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Every compaction of a roleplay branch gets its automatic checkpoint
-        # (seed 003 §6.2), whoever called compact_session.
+        from roleplay.admin import register_admin_plugin
         from roleplay.operations import RoleplayOperation
-        from roleplay.service import register_hooks
+        from roleplay.services.history import register_hooks
         from sessiontree.services.operations import register_operations
 
         register_operations(op.value for op in RoleplayOperation)
+        # Every compaction of a roleplay branch gets its automatic checkpoint
+        # (seed 003 §6.2), whoever called compact_session.
         register_hooks()
+        # The state panel, diff and actions, links and entry markers in the
+        # session admin, which never imports roleplay itself.
+        register_admin_plugin()

@@ -23,6 +23,7 @@ from rest_framework import serializers
 from roleplay.inspection import PROVENANCE_KINDS
 from roleplay.schema import PATCH_OPS, REVIEW_DECISIONS
 from sessiontree.api.serializers import (
+    ContextSerializer,
     InputSerializer,
     StrictCharField,
     entry_id_field,
@@ -463,3 +464,30 @@ class CheckpointListSerializer(PassThrough):
     session_leaf_entry_id = serializers.CharField(read_only=True, allow_null=True)
     at_session_leaf = serializers.BooleanField(read_only=True)
     checkpoints = CheckpointRecordSerializer(many=True, read_only=True, help_text="Root first.")
+
+
+class RoleplayContextInfoSerializer(serializers.Serializer):
+    character_id = serializers.CharField(read_only=True, allow_null=True)
+    revision = serializers.IntegerField(read_only=True)
+    state_hash = serializers.CharField(read_only=True)
+    removed_branch_summary_entry_ids = serializers.ListField(
+        child=serializers.CharField(),
+        read_only=True,
+        help_text="The branch summaries left out of the copy sent to the model (abandoned branches are not canon).",
+    )
+    character_view = serializers.CharField(read_only=True, help_text="The Current Character View block.")
+    boundary_note = serializers.CharField(read_only=True, help_text="The non-canon boundary note after it.")
+
+
+class RoleplayContextSerializer(ContextSerializer):
+    """What goes to the roleplay model at a leaf (``roleplay.context.build_roleplay_context``):
+    the session context's shape, without its branch-summary messages, and one
+    custom message last (``customType`` ``pi-roleplay-character-view``) holding
+    the character view and the boundary note, which comes from no entry."""
+
+    source_entry_ids = serializers.ListField(
+        child=serializers.CharField(allow_null=True),
+        read_only=True,
+        help_text="The entry each message came from, in order; null for the character view message.",
+    )
+    roleplay = RoleplayContextInfoSerializer(read_only=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers, status
@@ -23,8 +24,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from roleplay import service
-from sessiontree.api.serializers import EntrySerializer
-from sessiontree.api.views import CHANNEL, ID_PATTERN, SessionScopedViewSet, parse
+from roleplay.context import build_roleplay_context
+from sessiontree.api.serializers import EntrySerializer, LeafQuerySerializer
+from sessiontree.api.views import CHANNEL, ID_PATTERN, SessionScopedViewSet, large_json, parse
 from sessiontree.core.context_builder import UNSET
 from sessiontree.models import AgentSession
 
@@ -79,7 +81,7 @@ class RoleplayScopedViewSet(SessionScopedViewSet):
 
 
 class RoleplayViewSet(RoleplayScopedViewSet):
-    """A session's roleplay character: state, diff, corrections, repairs, archive."""
+    """A session's roleplay character: state, diff, the model's context, corrections, repairs, archive."""
 
     bodies = {"corrections": s.CorrectionSerializer, "repairs": s.RepairSerializer, "archive": s.ArchiveSerializer}
 
@@ -121,6 +123,23 @@ class RoleplayViewSet(RoleplayScopedViewSet):
             character_id=query.get("character"),
         )
         return Response(s.StateDiffSerializer(diff).data)
+
+    @extend_schema(
+        tags=ROLEPLAY_TAG,
+        summary="The roleplay model's context at the leaf (or at ?leaf=)",
+        parameters=[LeafQuerySerializer],
+        responses=s.RoleplayContextSerializer,
+    )
+    @action(detail=False, methods=["get"])
+    def context(self, request: Request, session_id: str) -> HttpResponse:
+        """The session's context (``context/``) as the roleplay model gets it: branch summaries left
+        out of the copy (an abandoned branch is not canon), then a custom message with the Current
+        Character View and the non-canon boundary note (source id null). Stored entries never change."""
+        leaf = parse(LeafQuerySerializer, request.query_params).get("leaf", UNSET)
+        provider, session_id = self.provider(), self.session_id
+        return large_json(
+            lambda: s.RoleplayContextSerializer(build_roleplay_context(provider, session_id, leaf_entry_id=leaf)).data
+        )
 
     @extend_schema(
         tags=ROLEPLAY_TAG,

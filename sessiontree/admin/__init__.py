@@ -4,8 +4,9 @@
   compare, export, moderation actions);
 - ``flags``: the moderation queue (every flag across sessions, bulk actions);
 - ``moderation``: the tree page's actions, each one call to ``sessiontree.services``;
-- ``roleplay``: the roleplay state panel, state diff, review queue and roleplay
-  actions, each one call to ``roleplay.service``;
+- ``plugins``: what other apps add to a session's pages (extra pages, links,
+  panels, entry markers and renderers); the roleplay layer plugs its state
+  panel, diff and actions in from its ``ready()`` (``roleplay/admin/``);
 - ``entry_display``: how an entry is shown (custom entries as fields, never a repr);
 - ``filters``: the session list's filters.
 """

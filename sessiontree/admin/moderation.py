@@ -31,7 +31,7 @@ CHANNEL = "admin"
 NO_LEAF = "-"  # the expected leaf "before the root" in a form
 
 
-def _expected(value: str | None) -> Any:
+def parse_expected_leaf(value: str | None) -> Any:
     """The form's expected leaf: absent → don't check; ``-`` → no leaf; else the id."""
     if value in (None, ""):
         return UNSET
@@ -141,7 +141,7 @@ def run_switch(request: HttpRequest, row: AgentSession, data: dict[str, Any]) ->
         entry_id=data["entry_id"],
         actor=request.user,
         channel=CHANNEL,
-        expected_leaf_id=_expected(data.get("expected_leaf")),
+        expected_leaf_id=parse_expected_leaf(data.get("expected_leaf")),
     )
     return Outcome(
         f"Leaf moved from {before or 'nothing'} to {session['leaf_entry_id']}.", focus_entry_id=session["leaf_entry_id"]
@@ -167,7 +167,7 @@ def run_reset(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -> 
         session_id=row.session_id,
         actor=request.user,
         channel=CHANNEL,
-        expected_leaf_id=_expected(data.get("expected_leaf")),
+        expected_leaf_id=parse_expected_leaf(data.get("expected_leaf")),
     )
     return Outcome(f"Leaf reset (was {before or 'nothing'}): the next entry starts a new root.")
 
@@ -200,7 +200,7 @@ def run_navigate(request: HttpRequest, row: AgentSession, data: dict[str, Any]) 
         custom_instructions=data.get("instructions") or None,
         actor=request.user,
         channel=CHANNEL,
-        expected_leaf_id=_expected(data.get("expected_leaf")),
+        expected_leaf_id=parse_expected_leaf(data.get("expected_leaf")),
     )
     parts = [f"Navigated: leaf moved from {before or 'nothing'} to {result['leaf_entry_id'] or 'before the root'}."]
     if result["summary_entry"] is not None:

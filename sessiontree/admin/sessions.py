@@ -42,7 +42,6 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
-from roleplay.schema import roleplay_entry_kind
 from sessiontree import services
 from sessiontree.core.entries import message_of
 from sessiontree.core.errors import SessionTreeError
@@ -59,10 +58,10 @@ from sessiontree.selectors.export import EXPORT_SCOPES, export_jsonl
 from sessiontree.selectors.tree_window import TreeWindow, branch_window, read_skeleton, run_window, tree_window
 from sessiontree.services.operations import Operation
 
-from .entry_display import content_text, custom_fields, describe_entry, message_text, shorten, to_json
+from . import plugins
+from .entry_display import content_text, describe_entry, entry_fields, message_text, shorten, to_json
 from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter
 from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm
-from .roleplay import RoleplayPages, holds_roleplay
 
 CLOSED = (AgentSession.Status.ARCHIVED, AgentSession.Status.DELETED)
 AUDIT_ROWS = 50
@@ -349,6 +348,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
         if row is not None:
             extra.update(self._session_panels(row))
             extra["tree_url"] = self._tree_url(row.pk)
+            extra.update(self._plugin_context(plugins.PageContext("change", request, row)))
         return super().change_view(request, object_id, form_url, extra)
 
     # --- pages of one session ------------------------------------------------------------------------
@@ -359,11 +359,12 @@ class AgentSessionAdmin(admin.ModelAdmin):
         def route(pattern: str, view: Any, name: str) -> URLPattern:
             return path(pattern, self.admin_site.admin_view(view), name="{}_{}_{}".format(*info, name))
 
-        roleplay = RoleplayPages(self)
         return [
-            route("<path:object_id>/roleplay/diff/", roleplay.diff_view, "roleplay_diff"),
-            route("<path:object_id>/roleplay/action/<str:action>/", roleplay.action_view, "roleplay_action"),
-            route("<path:object_id>/roleplay/", roleplay.state_view, "roleplay"),
+            # Plug-ins' pages (plugins.py) before the admin's own, whose "<path:object_id>/" would take them.
+            *(
+                route(f"<path:object_id>/{page.route}", page.view(self), page.name)
+                for page in plugins.registry().pages()
+            ),
             route("<path:object_id>/tree/", self.tree_view, "tree"),
             route("<path:object_id>/tree/branch/<str:entry_id>/", self.branch_view, "tree_branch"),
             route("<path:object_id>/tree/run/<str:entry_id>/", self.run_view, "tree_run"),
@@ -398,9 +399,22 @@ class AgentSessionAdmin(admin.ModelAdmin):
         )
         urls["change"] = reverse("admin:sessiontree_agentsession_change", args=[row.pk])
         urls["history"] = reverse("admin:sessiontree_agentsession_history", args=[row.pk])
-        urls["roleplay"] = reverse("admin:sessiontree_agentsession_roleplay", args=[row.pk])
-        urls["roleplay_diff"] = reverse("admin:sessiontree_agentsession_roleplay_diff", args=[row.pk])
         return urls
+
+    # --- what plug-ins' pages use (plugins.py) -------------------------------------------------------
+
+    def session_for(self, request: HttpRequest, object_id: str) -> AgentSession:
+        """The session ``object_id`` names: 404 when unknown, 403 without the view permission."""
+        return self._session(request, object_id)
+
+    def page_context(self, request: HttpRequest, row: AgentSession, title: str) -> dict[str, Any]:
+        """The context the session page templates expect (``urls``, ``can_act``, ``closed``…)."""
+        return self._page_context(request, row, title)
+
+    @staticmethod
+    def _plugin_context(page: plugins.PageContext) -> dict[str, Any]:
+        registry = plugins.registry()
+        return {"plugin_links": registry.links(page), "plugin_panels": registry.panels(page)}
 
     def _session_panels(self, row: AgentSession) -> dict[str, Any]:
         """Lineage (ancestors, forks of forks) and the audit trail: three queries."""
@@ -465,9 +479,13 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "expected_leaf": skeleton.leaf_entry_id or NO_LEAF,
                 "compacted_count": len(skeleton.compacted_by),
                 "compact_form": CompactForm(),
-                "roleplay": holds_roleplay((r.entry for r in window.iter_rows()), row),
             }
         )
+        loaded = [r.entry for r in window.iter_rows() if r.entry is not None]
+        on_page = plugins.PageContext(
+            "tree", request, row, loaded, leaf_entry_id=skeleton.leaf_entry_id, can_act=context["can_act"]
+        )
+        context.update(self._plugin_context(on_page))
         return TemplateResponse(request, "admin/sessiontree/tree/page.html", context)
 
     def _fragment(self, request: HttpRequest, row: AgentSession, window: TreeWindow) -> HttpResponse:
@@ -506,7 +524,16 @@ class AgentSessionAdmin(admin.ModelAdmin):
         detail = self._read(lambda: entry_context(get_provider_for_session(row.session_id), row.session_id, entry_id))
         context = self._page_context(request, row, f"Entry {entry_id}")
         marker, preview = describe_entry(detail.entry)
-        turn = roleplay_entry_kind(detail.entry) == "turn"
+        on_page = plugins.PageContext(
+            "entry",
+            request,
+            row,
+            [detail.entry, *(step.entry for step in detail.steps)],
+            entry_id=entry_id,
+            leaf_entry_id=detail.leaf_entry_id,
+            can_act=context["can_act"],
+        )
+        context.update(self._plugin_context(on_page))
         context.update(
             {
                 "detail": detail,
@@ -514,10 +541,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "entry_json": to_json(detail.entry, pretty=True),
                 "marker": marker,
                 "preview": preview,
-                "custom_fields": custom_fields(detail.entry) if detail.entry.get("type") == "custom" or turn else [],
-                "custom_caption": detail.entry.get("customType")
-                or f"{(detail.entry.get('message') or {}).get('toolName')} result",
-                "roleplay": holds_roleplay([detail.entry, *(step.entry for step in detail.steps)], row),
+                "custom_fields": entry_fields(detail.entry) or [],
+                "custom_caption": _fields_caption(detail.entry),
                 "steps": [_step_view(step) for step in detail.steps],
                 "hidden_after": MAX_STEPS // 4,
                 "path_depth": len(detail.path_ids) - 1,
@@ -652,6 +677,16 @@ def _decorate(window: TreeWindow) -> None:
             row.marker, row.preview = describe_entry(row.entry)
         elif row.kind == "branch" and row.name_entry is not None:
             row.marker, row.preview = describe_entry(row.name_entry)
+
+
+def _fields_caption(entry: Any) -> str:
+    """What the entry panel's fields are of: a custom type, a tool's result, else the entry type."""
+    message = entry.get("message") if entry.get("type") == "message" else None
+    if entry.get("customType"):
+        return str(entry["customType"])
+    if isinstance(message, dict) and message.get("role") == "toolResult":
+        return f"{message.get('toolName')} result"
+    return str(entry.get("type"))
 
 
 def _brief(entry: Any) -> dict[str, Any]:

@@ -201,6 +201,18 @@ def test_the_tree_offers_the_roleplay_pages_only_for_roleplay_sessions(admin_cli
     assert "roleplay diff with the leaf" in panel
 
 
+def test_the_change_form_links_the_state_panel_when_the_metadata_names_a_character(admin_client, branched):
+    change_url = tree_url(branched, "change")
+    assert 'id="roleplay-state"' not in text(admin_client.get(change_url))  # loads no entry: the metadata decides
+
+    services.sessions.update_session(
+        session_id=branched.session_id, metadata={"characterId": "alice"}, actor=BUILDER, channel="internal"
+    )
+
+    page = text(admin_client.get(change_url))
+    assert f'id="roleplay-state" href="{state_url(branched)}">Roleplay state<' in page
+
+
 def test_the_demo_roleplay_session_has_its_roleplay_pages(admin_client, roleplay):
     page = text(admin_client.get(tree_url(roleplay)))
     assert 'id="roleplay-state"' in page
@@ -736,8 +748,8 @@ def test_a_long_list_in_the_state_shows_its_latest_items_and_every_row_on_demand
 
 
 def test_shown_rows_keeps_nested_lists_and_caps_the_tree():
+    from roleplay.admin.pages import ARRAY_ITEMS_SHOWN, ROWS_SHOWN, shown_rows
     from roleplay.inspection import state_rows
-    from sessiontree.admin.roleplay import ARRAY_ITEMS_SHOWN, ROWS_SHOWN, shown_rows
 
     document = {"a": [[i] * 3 for i in range(ARRAY_ITEMS_SHOWN + 5)], "b": {"c": list(range(ARRAY_ITEMS_SHOWN + 1))}}
     rows = shown_rows(state_rows(document, {}))

@@ -118,6 +118,9 @@ class ApiStory:
     def reviews(self, expected: int = 200, **query: str) -> Any:
         return self.api.get(f"{self.base}/reviews/", expected, data=query)
 
+    def context(self, expected: int = 200, **query: str) -> Any:
+        return self.api.get(f"{self.base}/context/", expected, data=query)
+
     def checkpoints(self, expected: int = 200, **query: str) -> Any:
         return self.api.get(f"{self.base}/checkpoints/", expected, data=query)
 

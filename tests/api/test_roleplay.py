@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from roleplay import service
+from roleplay.context import CHARACTER_VIEW_CUSTOM_TYPE, build_roleplay_context
+from roleplay.reducer import NON_CANON_BOUNDARY_NOTE
 from sessiontree.models import AgentSession, AuditRecord
 from sessiontree.providers.factory import get_provider
 
@@ -74,6 +76,52 @@ def test_state_at_any_entry_never_moves_the_leaf(story):
     assert before["leaf_entry_id"] == ids["reply"] and before["session_leaf_entry_id"] == ids["cut"]
     assert before["at_session_leaf"] is False
     assert story.leaf == ids["cut"]
+
+
+def test_context_is_the_session_contexts_shape_without_branch_summaries(story, kind):
+    ids = story.haircut_story()
+    summary = story.navigate(ids["ask_cut"], summarize=True)["summary_entry"]
+    story.user("Please keep your hair long.")
+    plain = story.api.get(f"/api/sessions/{story.sid}/context/")
+    count = entry_count(story)
+
+    context = story.context()
+
+    assert (
+        set(context) == {*plain, "roleplay"} == {"messages", "thinking_level", "model", "source_entry_ids", "roleplay"}
+    )
+    assert (context["thinking_level"], context["model"]) == (plain["thinking_level"], plain["model"])
+    kept = [pair for pair in zip(plain["messages"], plain["source_entry_ids"], strict=True) if pair[1] != summary["id"]]
+    assert len(kept) == len(plain["messages"]) - 1
+    assert list(zip(context["messages"][:-1], context["source_entry_ids"][:-1], strict=True)) == kept
+    view = context["messages"][-1]
+    assert context["source_entry_ids"][-1] is None
+    assert (view["role"], view["customType"], view["display"]) == ("custom", CHARACTER_VIEW_CUSTOM_TYPE, False)
+    assert view["content"].endswith(NON_CANON_BOUNDARY_NOTE) and SHORT_HAIR not in view["content"]
+    assert context["roleplay"]["removed_branch_summary_entry_ids"] == [summary["id"]]
+    assert (context["roleplay"]["character_id"], context["roleplay"]["revision"]) == ("alice", 0)
+    # The answer is the service's, unchanged; reading appends nothing and keeps the summary stored.
+    assert context == as_json(build_roleplay_context(get_provider(kind), story.sid))
+    assert entry_count(story) == count and story.entry(summary["id"]) == summary
+
+
+def test_context_at_any_entry_never_moves_the_leaf(story):
+    ids = story.haircut_story()
+    at_reply = story.context(leaf=ids["reply"])
+    plain = story.api.get(f"/api/sessions/{story.sid}/context/", data={"leaf": ids["reply"]})
+    assert at_reply["source_entry_ids"] == [*plain["source_entry_ids"], None] == [ids["greet"], ids["reply"], None]
+    assert at_reply["roleplay"]["revision"] == 0
+    at_leaf = story.context()
+    assert at_leaf["roleplay"]["revision"] == 1 and SHORT_HAIR in at_leaf["messages"][-1]["content"]
+    assert story.leaf == ids["cut"]
+
+
+def test_context_errors(story, api):
+    story.haircut_story()
+    error_of(get(story, "context/", leaf="nothere1"), 404, "entry_not_found")
+    error_of(get(story, "context/", leaf="x" * 65), 400, "invalid_input")
+    error_of(api.client.get("/api/sessions/no-such-session/roleplay/context/"), 404, "session_not_found")
+    error_of(api.client.post(f"{story.base}/context/", {}, format="json"), 405)
 
 
 def test_state_of_another_character_and_limited_events(story):

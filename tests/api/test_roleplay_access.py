@@ -34,6 +34,8 @@ def reads(story: ApiStory) -> list[tuple[str, str]]:
         ("get", f"{base}/reviews/"),
         ("get", f"{base}/reviews/review-a/"),
         ("get", f"{base}/checkpoints/"),
+        ("get", f"{base}/context/"),
+        ("get", f"{base}/context/?leaf={cut}"),
     ]
 
 

@@ -154,8 +154,9 @@ def test_9_5_a_branch_summary_never_becomes_canon(story, kind):
     assert story.entry(summary["id"]) == summary
     context = story.api.get(f"/api/sessions/{story.sid}/context/")
     assert any(m["role"] == "branchSummary" and m["summary"] == summary["summary"] for m in context["messages"])
-    # …but not the roleplay context (which has no endpoint of its own: read through the service).
-    roleplay_context = build_roleplay_context(get_provider(kind), story.sid)
+    # …but not the roleplay context, which is the service's.
+    roleplay_context = story.context()
+    assert roleplay_context == json.loads(json.dumps(build_roleplay_context(get_provider(kind), story.sid)))
     assert all(m["role"] != "branchSummary" for m in roleplay_context["messages"])
     assert roleplay_context["roleplay"]["removed_branch_summary_entry_ids"] == [summary["id"]]
     assert NON_CANON_BOUNDARY_NOTE in roleplay_context["messages"][-1]["content"]

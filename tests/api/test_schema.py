@@ -55,7 +55,7 @@ def test_every_contract_path_is_in_the_schema():
     roleplay = f"{session}roleplay/"
     expected |= {
         f"{roleplay}{name}/"
-        for name in ("state", "diff", "reviews", "corrections", "checkpoints", "repairs", "archive")
+        for name in ("state", "diff", "context", "reviews", "corrections", "checkpoints", "repairs", "archive")
     }
     expected |= {f"{roleplay}reviews/{{review_id}}/{name}" for name in ("", "decide/", "amend/")}
     # DESIGN.md §10: moderation.

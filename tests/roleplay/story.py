@@ -17,6 +17,7 @@ from sessiontree.summarizers.base import SummaryRequest
 
 SHORT_HAIR = "ear-length"
 LONG_HAIR = "shoulder-length black"
+ABANDONED = "On the abandoned branch Alice cut her hair ear-length and reached the royal capital."
 
 
 class Story:
@@ -110,6 +111,19 @@ class Story:
             commit_id="commit-haircut",
         )
         return ids
+
+
+def branch_with_summary(story: Story) -> dict[str, str]:
+    """Cut the hair, then go back before the cut with a branch summary, and refuse it."""
+    ids = story.haircut_story()
+    summary = story.provider.append_branch_summary(
+        story.session_id, branch_from_entry_id=ids["reply"], summary=ABANDONED
+    )
+    ids["summary"] = summary["id"]
+    ids["refuse"] = story.user("Please keep your hair as it is.")
+    ids["refuse_reply"] = story.assistant("Alice keeps her long hair.")
+    ids["mood"] = story.turn([add("/mood", "relieved")])
+    return ids
 
 
 def add(path: str, value: Any) -> dict[str, Any]:

@@ -7,27 +7,12 @@ import pytest
 from roleplay.context import CHARACTER_VIEW_CUSTOM_TYPE, build_roleplay_context
 from roleplay.reducer import CHARACTER_VIEW_HEADING, NON_CANON_BOUNDARY_NOTE
 
-from .story import LONG_HAIR, SHORT_HAIR, Story, add
-
-ABANDONED = "On the abandoned branch Alice cut her hair ear-length and reached the royal capital."
+from .story import ABANDONED, LONG_HAIR, SHORT_HAIR, Story, branch_with_summary
 
 
 @pytest.fixture
 def story(provider):
     return Story(provider)
-
-
-def branch_with_summary(story):
-    """Cut the hair, then go back before the cut with a branch summary, and refuse it."""
-    ids = story.haircut_story()
-    summary = story.provider.append_branch_summary(
-        story.session_id, branch_from_entry_id=ids["reply"], summary=ABANDONED
-    )
-    ids["summary"] = summary["id"]
-    ids["refuse"] = story.user("Please keep your hair as it is.")
-    ids["refuse_reply"] = story.assistant("Alice keeps her long hair.")
-    ids["mood"] = story.turn([add("/mood", "relieved")])
-    return ids
 
 
 def test_branch_summaries_are_removed_from_the_copy_only(story):

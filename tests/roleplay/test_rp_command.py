@@ -16,10 +16,12 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from roleplay import schema, service
+from roleplay.context import build_roleplay_context
+from roleplay.reducer import CHARACTER_VIEW_HEADING, NON_CANON_BOUNDARY_NOTE
 from sessiontree.providers.factory import get_provider
 from tests.contract.conftest import PROVIDER_KINDS
 
-from .story import SHORT_HAIR, Story, add, review
+from .story import ABANDONED, SHORT_HAIR, Story, add, branch_with_summary, review
 
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 
@@ -73,6 +75,40 @@ def test_inspect_with_an_explicit_provider(story):
     story.haircut_story()
     state = rp_json(story.session_id, "inspect", "state", "--provider", story.provider.kind)
     assert state["revision"] == 1
+
+
+def test_context_shows_what_the_roleplay_model_is_sent_human_and_json(story):
+    ids = branch_with_summary(story)
+    before = story.entries()
+
+    context = rp_json(story.session_id, "context")
+    assert context == orjson.loads(orjson.dumps(build_roleplay_context(story.provider, story.session_id)))
+    assert context["roleplay"]["removed_branch_summary_entry_ids"] == [ids["summary"]]
+    assert context["source_entry_ids"][-1] is None and ids["summary"] not in context["source_entry_ids"]
+
+    out, err = rp(story.session_id, "context")
+    lines = out.splitlines()
+    assert lines[0].startswith(f"Roleplay context at the session's leaf: {len(context['messages'])} message(s)")
+    assert "character alice, revision 1, state hash " in lines[0] and err == ""  # the mood, not the cut
+    assert lines[1] == f"Left out of the copy (branch summaries, not canon): {ids['summary']}."
+    assert ABANDONED not in out  # the summary's text never reaches the model's copy
+    assert any(line.split()[1:3] == ["user", ids["refuse"]] for line in lines)
+    assert any(line.split()[1:3] == ["pi-roleplay-character-view", "-"] for line in lines)
+    assert CHARACTER_VIEW_HEADING in out and NON_CANON_BOUNDARY_NOTE in out
+    assert story.entries() == before  # a read: nothing appended, the leaf where it was
+
+
+def test_context_at_an_earlier_entry_never_moves_the_leaf(story):
+    ids = story.haircut_story()
+    earlier = rp_json(story.session_id, "context", "--leaf", ids["reply"])
+    assert earlier == orjson.loads(
+        orjson.dumps(build_roleplay_context(story.provider, story.session_id, leaf_entry_id=ids["reply"]))
+    )
+    assert earlier["source_entry_ids"] == [ids["greet"], ids["reply"], None]
+    assert (earlier["roleplay"]["revision"], earlier["roleplay"]["character_id"]) == (0, "alice")
+    out, _ = rp(story.session_id, "context", "--leaf", ids["reply"])
+    assert out.startswith(f"Roleplay context at entry {ids['reply']}: 3 message(s)")
+    assert story.leaf == ids["cut"]
 
 
 def test_review_list_accept_reject_amend(story):
@@ -315,6 +351,7 @@ BAD_INPUT = {
     "inspect state": (("inspect", "state", "--entry", "deadbeef"), 3),
     "inspect state --provenance": (("inspect", "state", "--provenance", "--entry", "deadbeef"), 3),
     "state diff": (("state", "diff", "deadbeef", "leaf"), 3),
+    "context": (("context", "--leaf", "deadbeef"), 3),
     "review list": (("review", "list"), 3),  # run on an unknown session
     "review amend": (("review", "amend", "review-none", "1"), 3),
     "review accept": (("review", "accept", "review-none"), 3),
@@ -442,6 +479,7 @@ def test_not_found_exits_3_for_every_subcommand_on_an_unknown_session(story):
         ("inspect", "state"),
         ("inspect", "state", "--provenance"),
         ("state", "diff", "leaf", "leaf"),
+        ("context",),
         ("state", "correct", '{"op":"add","path":"/x","value":1,"reason":"r"}'),
         ("review", "list"),
         ("review", "amend", "review-x", "1"),
@@ -478,7 +516,7 @@ def test_help_speaks_of_the_product_not_the_seed():
     text = parser.format_help()
     assert "seed" not in text.lower() and "/rp" not in text
     assert "exit 2 (bad input), 3 (unknown session, entry or review), 4 (conflict" in " ".join(text.split())
-    for sub in ("inspect", "review", "state", "turn", "checkpoint", "compact", "archive", "history"):
+    for sub in ("inspect", "review", "state", "context", "turn", "checkpoint", "compact", "archive", "history"):
         assert sub in text
 
 

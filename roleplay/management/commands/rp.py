@@ -4,10 +4,12 @@ The character's state (appearance, relationships, location…) is derived from
 the structured roleplay entries on the session's current branch; this
 command reads it, compares it between branches, and appends the entries that
 change it (corrections, review decisions, repairs, checkpoints, archive), all
-through ``roleplay.service``:
+through ``roleplay.service``; ``context`` shows what the roleplay model is
+sent (``roleplay.context.build_roleplay_context``):
 
     rp SESSION inspect state [--entry ENTRY] [--provenance] [--character ID]
     rp SESSION state diff FROM TO [--character ID]       (FROM, TO: entry ids or "leaf")
+    rp SESSION context [--leaf ENTRY]
     rp SESSION state correct '<json>'
     rp SESSION review list [--all]
     rp SESSION review amend REVIEW VALUE_JSON
@@ -41,6 +43,7 @@ import orjson
 from django.core.management.base import CommandError, CommandParser
 
 from roleplay import service
+from roleplay.context import build_roleplay_context
 from roleplay.inspection import ProvenanceRecord, StateRow
 from sessiontree.core.context_builder import UNSET
 from sessiontree.core.types import Entry
@@ -206,6 +209,61 @@ def _diff_text(diff: service.StateDiff) -> str:
     return "\n".join(lines)
 
 
+def _content_text(content: Any) -> str:
+    """A message's content as one line of text: text blocks, tool calls, images."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, Mapping):
+            continue
+        if block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        elif block.get("type") == "toolCall":
+            parts.append(f"-> {block.get('name', '?')}({_short(block.get('arguments', {}), 40)})")
+        elif block.get("type") == "image":
+            parts.append("[image]")
+    return " ".join(parts)
+
+
+def _message_text(message: Mapping[str, Any]) -> str:
+    role = message.get("role")
+    if role == "toolResult":
+        return f"{message.get('toolName', '?')}: {_content_text(message.get('content'))}"
+    if role == "bashExecution":
+        return f"$ {message.get('command', '')}"
+    if role in ("compactionSummary", "branchSummary"):
+        return str(message.get("summary") or "")
+    return _content_text(message.get("content"))
+
+
+def _context_text(context: Mapping[str, Any], at: str) -> str:
+    info = context["roleplay"]
+    model = context.get("model")
+    character = (
+        f"character {info['character_id']}, revision {info['revision']}, state hash {info['state_hash'][:12]}"
+        if info["character_id"] is not None
+        else "no roleplay character on this branch"
+    )
+    model_name = f"{model.get('provider')}/{model.get('modelId')}" if model else "none"
+    lines = [
+        f"Roleplay context at {at}: {len(context['messages'])} message(s) for the model, thinking level "
+        f"{context.get('thinking_level')}, model {model_name}; {character}."
+    ]
+    removed = info["removed_branch_summary_entry_ids"]
+    if removed:
+        lines.append(f"Left out of the copy (branch summaries, not canon): {', '.join(removed)}.")
+    roles = [str(message.get("customType") or message.get("role", "?")) for message in context["messages"]]
+    width = max(map(len, roles), default=0)
+    for number, (message, role, source) in enumerate(
+        zip(context["messages"], roles, context["source_entry_ids"], strict=True), 1
+    ):
+        text = " ".join(_message_text(message).split())
+        lines.append(f"{number:>4}. {role:<{width}}  {source or '-':<8}  {_short(text, 100)}")
+    lines += ["", info["character_view"], "", info["boundary_note"]]
+    return "\n".join(lines)
+
+
 class Command(SessionTreeCommand):
     help = (
         "Show, compare and correct a roleplay character's state on a session's current branch: "
@@ -262,6 +320,15 @@ class Command(SessionTreeCommand):
         sub.add_argument("--value", dest="value", metavar="VALUE_JSON", help="amend the value first, then accept")
         sub = leaf(review, "reject", "reject a pending review: the state stays as it is", self.review_reject)
         sub.add_argument("review_id", metavar="REVIEW", help="review id")
+
+        sub = leaf(
+            groups,
+            "context",
+            "show what the roleplay model is sent at the session's leaf (or at --leaf): the session's context "
+            "without branch summaries, then the Current Character View and the non-canon boundary note",
+            self.context,
+        )
+        sub.add_argument("--leaf", dest="leaf_entry_id", metavar="ENTRY", help="as if ENTRY were the leaf")
 
         leaf(
             groups,
@@ -406,6 +473,11 @@ class Command(SessionTreeCommand):
         ends = [UNSET if options[key] == LEAF else options[key] for key in ("from_entry_id", "to_entry_id")]
         diff = service.diff_states(provider, session_id, ends[0], ends[1], character_id=options.get("character_id"))
         self.emit(diff, _diff_text(diff))
+
+    def context(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
+        entry_id = options.get("leaf_entry_id")
+        context = build_roleplay_context(provider, session_id, leaf_entry_id=entry_id if entry_id else UNSET)
+        self.emit(context, _context_text(context, f"entry {entry_id}" if entry_id else "the session's leaf"))
 
     def review_list(self, provider: SessionTreeProvider, session_id: str, options: dict[str, Any]) -> None:
         reviews = service.list_reviews(provider, session_id, include_decided=options.get("include_decided", False))

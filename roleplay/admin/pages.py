@@ -1,4 +1,4 @@
-"""Roleplay on a session's admin pages: the character's state at any entry,
+"""Roleplay pages of a session's admin: the character's state at any entry,
 with the entry behind every value; the state diff of two entries; the review
 queue; corrections, checkpoints, turn repairs and archiving the character.
 
@@ -29,12 +29,11 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import reverse
 from django.utils.http import urlencode
 
-from roleplay import service
-from roleplay.inspection import value_at
-from roleplay.schema import roleplay_entry_kind
+from sessiontree.admin.entry_display import custom_fields, shorten, to_json
+from sessiontree.admin.moderation import CHANNEL, NO_LEAF, ExpectedLeafForm, parse_expected_leaf
+from sessiontree.admin.plugins import session_page_url
 from sessiontree.core.context_builder import UNSET
 from sessiontree.core.errors import SessionTreeError
 from sessiontree.core.types import Entry
@@ -43,11 +42,13 @@ from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.selectors.tree_window import read_skeleton
 
-from .entry_display import custom_fields, roleplay_marker, shorten, summarize_ops, to_json
-from .moderation import CHANNEL, NO_LEAF, ExpectedLeafForm, _expected
+from .. import service
+from ..inspection import value_at
+from ..schema import roleplay_entry_kind
+from .display import roleplay_marker, summarize_ops
 
 if TYPE_CHECKING:
-    from .sessions import AgentSessionAdmin
+    from sessiontree.admin.sessions import AgentSessionAdmin
 
 EVENTS_SHOWN = 50  # the latest events and memories on the panel (the totals are shown)
 ARRAY_ITEMS_SHOWN = 50  # the latest items of a longer array in the state tree (``?rows=all`` shows all)
@@ -510,21 +511,29 @@ class RoleplayPages:
     # --- urls ---------------------------------------------------------------------------------------
 
     def state_url(self, row: AgentSession, **query: Any) -> str:
-        url = reverse("admin:sessiontree_agentsession_roleplay", args=[row.pk])
-        query = {key: value for key, value in query.items() if value not in (None, "")}
-        return f"{url}?{urlencode(query)}" if query else url
+        return session_page_url("roleplay", row, query=query)
+
+    def _page_context(self, request: HttpRequest, row: AgentSession, title: str) -> dict[str, Any]:
+        """The session pages' context, with the roleplay pages' own URLs beside the session's."""
+        context = self.model_admin.page_context(request, row, title)
+        context["urls"] = {
+            **context["urls"],
+            "roleplay": session_page_url("roleplay", row),
+            "roleplay_diff": session_page_url("roleplay_diff", row),
+        }
+        return context
 
     # --- the state panel ------------------------------------------------------------------------------
 
     def state_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        row = self.model_admin._session(request, object_id)
+        row = self.model_admin.session_for(request, object_id)
         return self._state_page(request, row)
 
     def _state_page(self, request: HttpRequest, row: AgentSession, posted: FormErrors | None = None) -> HttpResponse:
         at_text = "" if posted is not None else request.GET.get("at", "").strip()
         character = (request.GET.get("character") or "").strip() or None if posted is None else None
         at: Any = UNSET if not at_text else (None if at_text == NO_LEAF else at_text)
-        context = self.model_admin._page_context(request, row, f"Roleplay state of {row}")
+        context = self._page_context(request, row, f"Roleplay state of {row}")
         context.update({"at": at_text, "character": character or ""})
         provider = get_provider_for_session(row.session_id)
         try:
@@ -541,7 +550,7 @@ class RoleplayPages:
             if exc.http_status == 404:
                 raise Http404(str(exc)) from exc
             context["error"] = f"{exc.code}: {exc}"
-            return TemplateResponse(request, "admin/sessiontree/roleplay/state.html", context)
+            return TemplateResponse(request, "roleplay/admin/state.html", context)
         prefill = "" if posted is not None else request.GET.get("path", "")
         everything = request.GET.get("rows") == "all"
         context.update(
@@ -551,7 +560,7 @@ class RoleplayPages:
         )
         if character is not None:  # another character's view of the path: writes target the branch's own
             context.update({"acting": False, "writable": False})
-        return TemplateResponse(request, "admin/sessiontree/roleplay/state.html", context)
+        return TemplateResponse(request, "roleplay/admin/state.html", context)
 
     def _state_context(
         self,
@@ -622,10 +631,8 @@ class RoleplayPages:
             "archive_form": ArchiveCharacterForm(initial={"expected_leaf": expected_leaf}),
             "posted_errors": posted.messages if posted is not None else [],
             "leaf_state_url": self.state_url(row),
-            "diff_url": reverse("admin:sessiontree_agentsession_roleplay_diff", args=[row.pk]),
-            "action_url": reverse("admin:sessiontree_agentsession_roleplay_action", args=[row.pk, "ACTION"]).replace(
-                "ACTION/", ""
-            ),
+            "diff_url": session_page_url("roleplay_diff", row),
+            "action_url": session_page_url("roleplay_action", row, "ACTION").replace("ACTION/", ""),
         }
 
     @staticmethod
@@ -645,11 +652,11 @@ class RoleplayPages:
     # --- the diff --------------------------------------------------------------------------------------
 
     def diff_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
-        row = self.model_admin._session(request, object_id)
+        row = self.model_admin.session_for(request, object_id)
         from_text = request.GET.get("from", "").strip()
         to_text = request.GET.get("to", "").strip()
         character = (request.GET.get("character") or "").strip() or None
-        context = self.model_admin._page_context(request, row, f"Roleplay state diff of {row}")
+        context = self._page_context(request, row, f"Roleplay state diff of {row}")
         context.update({"from": from_text, "to": to_text, "character": character or ""})
         provider = get_provider_for_session(row.session_id)
         try:
@@ -677,7 +684,7 @@ class RoleplayPages:
                 context["differences"] = sum(len(diff[key]) for key in ("changed", "added", "removed"))
         except SessionTreeError as exc:
             context["error"] = f"{exc.code}: {exc}"
-        return TemplateResponse(request, "admin/sessiontree/roleplay/diff.html", context)
+        return TemplateResponse(request, "roleplay/admin/diff.html", context)
 
     @staticmethod
     def _diff_item(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -698,7 +705,7 @@ class RoleplayPages:
     def action_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
-        row = self.model_admin._session(request, object_id)
+        row = self.model_admin.session_for(request, object_id)
         if not self.model_admin.has_moderate_permission(request, row):
             raise PermissionDenied
         spec = ACTIONS.get(action)
@@ -724,16 +731,16 @@ class RoleplayPages:
             session_id=row.session_id,
             actor=request.user,
             channel=CHANNEL,
-            expected_leaf_id=_expected(data.get("expected_leaf")),
+            expected_leaf_id=parse_expected_leaf(data.get("expected_leaf")),
         )
         provider = kwargs["provider"]
         try:
             if spec.confirm and request.POST.get("confirmed") != "yes":
                 plan = service.plan_write(spec.write, **kwargs)
-                context = self.model_admin._page_context(request, row, f"{spec.title}: are you sure?")
+                context = self._page_context(request, row, f"{spec.title}: are you sure?")
                 fields = [(k, v) for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "confirmed")]
                 context.update({"action": spec, "plan": _plan_view(plan), "fields": fields, "state_url": back})
-                return TemplateResponse(request, "admin/sessiontree/roleplay/confirm.html", context)
+                return TemplateResponse(request, "roleplay/admin/confirm.html", context)
             entry = spec.write(**kwargs)
         except SessionTreeError as exc:
             return self._refused(request, row, spec, form, data, [f"{exc.code}: {exc}"])

@@ -1,0 +1,465 @@
+"""Roleplay reads: the state at any entry, the review queue, the state panel's
+detail, the diff of two entries, the checkpoints on a path.
+
+Each is one consistent read (``provider.read``) that loads only the entries
+the reduction needs (``reducer.reduce_branch_from_ids``: the head up to the
+identity's lock and the tail from the latest checkpoint); none moves the
+leaf. ``roleplay/inspection.py`` builds the views.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypedDict
+
+from sessiontree.core.errors import EntryNotFound
+from sessiontree.core.path import walk_path
+from sessiontree.core.pi_session_file import gc_paused
+from sessiontree.core.types import UNSET, Entry, Unset
+from sessiontree.providers.base import SessionTreeProvider
+
+from .. import inspection, schema
+from ..errors import ReviewNotFound
+from ..inspection import DiffItem, ProvenanceRecord, StateRow
+from ..reducer import RoleplayIdentity, RoleplayState, reduce_branch_from_ids
+from ..schema import RoleplayValidationError
+
+ReviewStatus = Literal["pending", "accepted", "rejected"]
+
+
+def inspect_state(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    leaf_entry_id: str | Unset | None = UNSET,
+    character_id: str | None = None,
+) -> RoleplayState:
+    """The roleplay state at the session's leaf, or at ``leaf_entry_id`` (any entry, any branch).
+
+    Reading never moves the leaf. ``character_id`` overrides the branch's own
+    identity (to look at another character's entries on the same path). One
+    consistent read that loads only the entries the reduction needs: the
+    head up to the identity's lock and the tail from the latest checkpoint.
+    """
+    with provider.read(session_id) as view, gc_paused():
+        leaf = view.state.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
+        state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf), view.entries, character_id)
+    return state
+
+
+def list_reviews(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    leaf_entry_id: str | Unset | None = UNSET,
+    include_decided: bool = False,
+    character_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """Reviews on the branch: pending ones (proposal order), then decided ones if asked.
+
+    Each is the reducer's record (``reviewId``, ``op``, ``note``, ``commitId``
+    and ``entryId`` of the proposing entry, ``amendment``: ``{"value",
+    "entryId"}`` when amended; decided ones add ``decision``,
+    ``decisionEntryId`` and, accepted, ``appliedOp``) plus ``status``
+    (pending, accepted or rejected), ``effectiveOp`` (what accepting applies,
+    or applied), ``amendable`` and, for a pending review, ``appliesNow`` and
+    ``applyError``: whether accepting it would apply to the state now.
+    """
+    state = inspect_state(provider, session_id, leaf_entry_id=leaf_entry_id, character_id=character_id)
+    return inspection.review_views(state, include_decided=include_decided)
+
+
+def get_review(
+    provider: SessionTreeProvider,
+    session_id: str,
+    review_id: str,
+    *,
+    leaf_entry_id: str | Unset | None = UNSET,
+    character_id: str | None = None,
+) -> dict[str, Any]:
+    """One review of the branch, pending or decided, as ``list_reviews`` shows it.
+
+    ``ReviewNotFound`` (404, exit 3) when no review with this id was proposed
+    on the path to the leaf.
+    """
+    for view in list_reviews(
+        provider, session_id, leaf_entry_id=leaf_entry_id, include_decided=True, character_id=character_id
+    ):
+        if view["reviewId"] == review_id:
+            return view
+    raise ReviewNotFound(f"Session {session_id}: no review {review_id} on this branch")
+
+
+# --- reading for the faces: the state panel and the diff ------------------------------------
+
+
+class StateDetail(TypedDict):
+    """The state at one entry, made readable (see ``inspect_state_detail``)."""
+
+    session_id: str
+    leaf_entry_id: str | None  # the entry the state was reduced at
+    session_leaf_entry_id: str | None  # the session's leaf when it was read
+    at_session_leaf: bool
+    path_length: int
+    character_id: str | None
+    identity: RoleplayIdentity
+    revision: int
+    state_hash: str
+    state: dict[str, Any]
+    rows: list[StateRow]
+    provenance: dict[str, ProvenanceRecord]
+    events: list[Any]
+    events_total: int
+    memories: list[Any]
+    memories_total: int
+    pending_reviews: list[dict[str, Any]]
+    decided_reviews: list[dict[str, Any]]
+    incomplete_turns: list[dict[str, Any]]
+    archived: bool
+    archive: dict[str, Any] | None
+    last_commit_id: str | None
+    checkpoint_entry_id: str | None
+    problems: list[dict[str, Any]]
+    ignored_entries: list[dict[str, Any]]
+
+
+class DiffEnd(TypedDict):
+    entry_id: str | None
+    character_id: str | None
+    revision: int
+    state_hash: str
+    path_length: int
+
+
+# Functional form: "from" is a Python keyword.
+StateDiff = TypedDict(
+    "StateDiff",
+    {
+        "session_id": str,
+        "character_id": str | None,
+        "common_ancestor_entry_id": str | None,
+        "from": DiffEnd,
+        "to": DiffEnd,
+        "changed": list[DiffItem],
+        "added": list[DiffItem],
+        "removed": list[DiffItem],
+    },
+)
+
+
+def _path_ids(view: Any, session_id: str, leaf_entry_id: str | None) -> list[str]:
+    if leaf_entry_id is None:
+        return []
+    try:
+        return walk_path(leaf_entry_id, view.parents())
+    except EntryNotFound:
+        raise EntryNotFound(f"Entry {leaf_entry_id} not found in session {session_id}") from None
+
+
+class _ReadBranch(TypedDict):
+    ids: list[str]
+    state: RoleplayState
+    entries: dict[str, Entry]  # the path's entries the views need (and more), by id
+
+
+def _reduce_in_view(
+    view: Any,
+    session_id: str,
+    leaf_entry_id: str | None,
+    character_id: str | None,
+    cache: dict[str, Entry],
+) -> _ReadBranch:
+    """Reduce the path to ``leaf_entry_id`` inside one consistent read, loading
+    only what the reduction and the views need (``reduce_branch_from_ids``)."""
+    ids = _path_ids(view, session_id, leaf_entry_id)
+    state, _ = reduce_branch_from_ids(ids, view.entries, character_id, cache=cache)
+    on_path = set(ids)
+    missing = [i for i in inspection.entry_ids_needed(state) if i in on_path and i not in cache]
+    if missing:
+        for entry in view.entries(missing):
+            cache[str(entry.get("id"))] = entry
+    entries = {i: cache[i] for i in inspection.entry_ids_needed(state) if i in on_path}
+    return {"ids": ids, "state": state, "entries": entries}
+
+
+def inspect_state_detail(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    leaf_entry_id: str | Unset | None = UNSET,
+    character_id: str | None = None,
+    max_events: int | None = None,
+    max_memories: int | None = None,
+) -> StateDetail:
+    """The state at the session's leaf, or at ``leaf_entry_id`` (any entry of
+    any branch; ``None`` = the empty path), with everything a state panel shows.
+
+    Besides the reducer's fields: ``provenance`` maps each pointer the
+    reducer records to a ``ProvenanceRecord`` (the entry that last set it,
+    its kind — turn, correction, repair, review, commit — its commit id, a
+    correction's reason…); ``rows`` is the state as a flat list in document
+    order, each row with the provenance covering it; ``pending_reviews`` and
+    ``decided_reviews`` are ``list_reviews`` records; ``incomplete_turns``
+    add ``markedAt`` and a ``repairTemplate``. ``max_events``/``max_memories``
+    keep only the latest ones (``events_total``/``memories_total`` count
+    them all). One consistent read that loads only the entries the reduction
+    needs (from the latest checkpoint); never moves the leaf.
+    ``SessionNotFound``/``EntryNotFound`` (404, exit 3).
+    """
+    with provider.read(session_id) as view, gc_paused():
+        session_leaf = view.state.leaf_entry_id
+        leaf = session_leaf if isinstance(leaf_entry_id, Unset) else leaf_entry_id
+        branch = _reduce_in_view(view, session_id, leaf, character_id, {})
+    state, entries = branch["state"], branch["entries"]
+    records = inspection.provenance_records(entries, state)
+    views = inspection.review_views(state, include_decided=True)
+    events, memories = state["events"], state["memories"]
+    return {
+        "session_id": session_id,
+        "leaf_entry_id": leaf,
+        "session_leaf_entry_id": session_leaf,
+        "at_session_leaf": leaf == session_leaf,
+        "path_length": len(branch["ids"]),
+        "character_id": state["character_id"],
+        "identity": state["identity"],
+        "revision": state["revision"],
+        "state_hash": state["state_hash"],
+        "state": state["state"],
+        "rows": inspection.state_rows(state["state"], records),
+        "provenance": records,
+        "events": events if max_events is None else events[len(events) - max(max_events, 0) :],
+        "events_total": len(events),
+        "memories": memories if max_memories is None else memories[len(memories) - max(max_memories, 0) :],
+        "memories_total": len(memories),
+        "pending_reviews": [v for v in views if v["status"] == "pending"],
+        "decided_reviews": [v for v in views if v["status"] != "pending"],
+        "incomplete_turns": inspection.incomplete_turn_views(entries, state),
+        "archived": state["archived"],
+        "archive": state["archive"],
+        "last_commit_id": state["last_commit_id"],
+        "checkpoint_entry_id": state["checkpoint_entry_id"],
+        "problems": state["problems"],
+        "ignored_entries": state["ignored_entries"],
+    }
+
+
+def _common_prefix_length(a: Sequence[str], b: Sequence[str]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def diff_states(
+    provider: SessionTreeProvider,
+    session_id: str,
+    from_entry_id: str | Unset | None,
+    to_entry_id: str | Unset | None,
+    *,
+    character_id: str | None = None,
+) -> StateDiff:
+    """What differs between the state at ``from_entry_id`` and at ``to_entry_id``
+    (two entries or leaves of one session, e.g. two branches; ``UNSET`` = the
+    session's leaf, ``None`` = the empty path).
+
+    Returns ``{"session_id", "character_id", "common_ancestor_entry_id",
+    "from": end, "to": end, "changed", "added", "removed"}`` where an end is
+    ``{"entry_id", "character_id", "revision", "state_hash", "path_length"}``
+    and each item is ``{"pointer", "old_value"? (changed, removed),
+    "new_value"? (changed, added), "from_provenance", "to_provenance",
+    "from_removed_by"? (added), "to_removed_by"? (removed)}``. Objects are
+    compared member by member, arrays as whole values (the reducer attributes
+    array ops to the array); items are sorted by pointer. Provenance lists
+    hold ``ProvenanceRecord``s: the record covering the pointer, then those
+    below it; ``*_removed_by`` is the latest entry after the common ancestor
+    on the side without the value whose ops reached the pointer (``None``
+    when that side never had it).
+
+    Each side resolves its own character unless ``character_id`` is given;
+    two different characters are refused (``RoleplayValidationError``).
+    ``SessionNotFound``/``EntryNotFound`` (404, exit 3) for unknown ids. One
+    consistent read; entries both paths share are loaded once, and only
+    those the two reductions need (each from its latest checkpoint).
+    """
+    with provider.read(session_id) as view, gc_paused():
+        session_leaf = view.state.leaf_entry_id
+        ends = [session_leaf if isinstance(e, Unset) else e for e in (from_entry_id, to_entry_id)]
+        cache: dict[str, Entry] = {}
+        sides = [_reduce_in_view(view, session_id, end, character_id, cache) for end in ends]
+        shared = _common_prefix_length(sides[0]["ids"], sides[1]["ids"])
+        states = [side["state"] for side in sides]
+        characters = sorted({s["character_id"] for s in states if s["character_id"] is not None})
+        if len(characters) > 1:
+            raise RoleplayValidationError(
+                f"Session {session_id}: the two entries have different characters ({', '.join(characters)}); "
+                "name the character to compare"
+            )
+
+        def after_ancestor(side: _ReadBranch) -> Callable[[], list[Entry]]:
+            def load() -> list[Entry]:
+                ids = side["ids"][shared:]
+                missing = [i for i in ids if i not in cache]
+                if missing:
+                    for entry in view.entries(missing):
+                        cache[str(entry.get("id"))] = entry
+                return [cache[i] for i in ids]
+
+            return load
+
+        lists = inspection.diff_reduced(
+            {"state": states[0], "entries": sides[0]["entries"], "after_ancestor": after_ancestor(sides[0])},
+            {"state": states[1], "entries": sides[1]["entries"], "after_ancestor": after_ancestor(sides[1])},
+        )
+
+    def end(entry_id: str | None, side: _ReadBranch) -> DiffEnd:
+        return {
+            "entry_id": entry_id,
+            "character_id": side["state"]["character_id"],
+            "revision": side["state"]["revision"],
+            "state_hash": side["state"]["state_hash"],
+            "path_length": len(side["ids"]),
+        }
+
+    return {
+        "session_id": session_id,
+        "character_id": characters[0] if characters else None,
+        "common_ancestor_entry_id": sides[0]["ids"][shared - 1] if shared else None,
+        "from": end(ends[0], sides[0]),
+        "to": end(ends[1], sides[1]),
+        "changed": lists["changed"],
+        "added": lists["added"],
+        "removed": lists["removed"],
+    }
+
+
+class ReviewQueue(TypedDict):
+    """The review queue at one entry (see ``review_queue``)."""
+
+    session_id: str
+    leaf_entry_id: str | None  # the entry the queue was read at
+    session_leaf_entry_id: str | None  # the session's leaf when it was read
+    at_session_leaf: bool
+    character_id: str | None
+    pending: list[dict[str, Any]]
+    decided: list[dict[str, Any]]
+
+
+def review_queue(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    leaf_entry_id: str | Unset | None = UNSET,
+    character_id: str | None = None,
+) -> ReviewQueue:
+    """``list_reviews`` with everything decided, split into ``pending`` and
+    ``decided``, and the leaf it was read at: the session's leaf at that
+    moment is what a caller passes back as ``expected_leaf_id`` when it
+    decides, so a decision is never made on a queue the caller did not see.
+    One consistent read (from the latest checkpoint); never moves the leaf.
+    """
+    with provider.read(session_id) as view, gc_paused():
+        session_leaf = view.state.leaf_entry_id
+        leaf = session_leaf if isinstance(leaf_entry_id, Unset) else leaf_entry_id
+        state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf), view.entries, character_id)
+    views = inspection.review_views(state, include_decided=True)
+    return {
+        "session_id": session_id,
+        "leaf_entry_id": leaf,
+        "session_leaf_entry_id": session_leaf,
+        "at_session_leaf": leaf == session_leaf,
+        "character_id": state["character_id"],
+        "pending": [v for v in views if v["status"] == "pending"],
+        "decided": [v for v in views if v["status"] != "pending"],
+    }
+
+
+class CheckpointRecord(TypedDict):
+    """One ``pi-roleplay-checkpoint`` entry on a path, without its stored state."""
+
+    entry_id: str
+    parent_id: str | None
+    timestamp: str | None
+    character_id: str | None
+    revision: int | None
+    state_hash: str | None
+    trigger: str | None  # "compaction" for the checkpoint a compaction appends; None when made on demand
+    compaction_entry_id: str | None
+    valid: bool  # whether the reducer may start from it (complete, and its hash matches its state)
+    problem: str | None  # why it is not valid
+
+
+class CheckpointList(TypedDict):
+    session_id: str
+    leaf_entry_id: str | None
+    session_leaf_entry_id: str | None
+    at_session_leaf: bool
+    checkpoints: list[CheckpointRecord]
+
+
+def _checkpoint_record(entry: Entry) -> CheckpointRecord:
+    data = entry.get("data")
+    fields: dict[str, Any] = data if isinstance(data, dict) else {}
+    problem: str | None = None
+    try:
+        schema.validate_checkpoint_data(data)
+    except RoleplayValidationError as exc:
+        problem = str(exc)
+
+    def text(key: str) -> str | None:
+        value = fields.get(key)
+        return value if isinstance(value, str) else None
+
+    revision = fields.get("revision")
+    parent = entry.get("parentId")
+    timestamp = entry.get("timestamp")
+    return {
+        "entry_id": str(entry.get("id")),
+        "parent_id": parent if isinstance(parent, str) else None,
+        "timestamp": timestamp if isinstance(timestamp, str) else None,
+        "character_id": text("characterId"),
+        "revision": revision if isinstance(revision, int) and not isinstance(revision, bool) else None,
+        "state_hash": text("stateHash"),
+        "trigger": text("trigger"),
+        "compaction_entry_id": text("compactionEntryId"),
+        "valid": problem is None,
+        "problem": problem,
+    }
+
+
+def list_checkpoints(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    leaf_entry_id: str | Unset | None = UNSET,
+    character_id: str | None = None,
+) -> CheckpointList:
+    """The checkpoints on the path to the session's leaf (or to ``leaf_entry_id``),
+    root first, as ``CheckpointRecord``s: which entry, which character,
+    revision and state hash, whether a compaction made it, and whether the
+    reducer may use it. A checkpoint belongs to its tree node, so after a
+    move the list is the new path's. ``character_id`` keeps only that
+    character's. The stored state is left out (read the entry for it).
+    One consistent read; never moves the leaf.
+    """
+    with provider.read(session_id) as view, gc_paused():
+        session_leaf = view.state.leaf_entry_id
+        leaf = session_leaf if isinstance(leaf_entry_id, Unset) else leaf_entry_id
+        position = {entry_id: index for index, entry_id in enumerate(_path_ids(view, session_id, leaf))}
+        found = [
+            entry
+            for entry in view.all_entries(types=("custom",))
+            if entry.get("id") in position and schema.roleplay_entry_kind(entry) == "checkpoint"
+        ]
+        found.sort(key=lambda entry: position[str(entry.get("id"))])
+        records = [_checkpoint_record(entry) for entry in found]
+    if character_id is not None:
+        records = [record for record in records if record["character_id"] == character_id]
+    return {
+        "session_id": session_id,
+        "leaf_entry_id": leaf,
+        "session_leaf_entry_id": session_leaf,
+        "at_session_leaf": leaf == session_leaf,
+        "checkpoints": records,
+    }
