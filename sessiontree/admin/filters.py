@@ -1,4 +1,5 @@
-"""List filters of the session list: all answered from the meta row's columns."""
+"""List filters of the session list: answered from the meta row's columns
+(and, for legal holds, the holds table)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
+
+from sessiontree.models import LegalHold
 
 
 class _YesNoFilter(admin.SimpleListFilter):
@@ -39,3 +42,19 @@ class IsForkFilter(_YesNoFilter):
     title = "is a fork"
     parameter_name = "is_fork"
     yes = {"parent_session_id__isnull": False}
+
+
+class OnLegalHoldFilter(admin.SimpleListFilter):
+    title = "legal hold"
+    parameter_name = "on_hold"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Yes"), ("no", "No")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        held = LegalHold.objects.values("session_id")
+        if self.value() == "yes":
+            return queryset.filter(session_id__in=held)
+        if self.value() == "no":
+            return queryset.exclude(session_id__in=held)
+        return queryset

@@ -60,7 +60,7 @@ from sessiontree.services.operations import Operation
 
 from . import plugins
 from .entry_display import content_text, describe_entry, entry_fields, message_text, shorten, to_json
-from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter
+from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter, OnLegalHoldFilter
 from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm
 
 CLOSED = (AgentSession.Status.ARCHIVED, AgentSession.Status.DELETED)
@@ -133,7 +133,15 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "parent_link",
     )
     list_display_links = ("title_or_first_message",)
-    list_filter = ("provider", "status", "agent", HasCompactionFilter, HasBranchesFilter, IsForkFilter)
+    list_filter = (
+        "provider",
+        "status",
+        "agent",
+        HasCompactionFilter,
+        HasBranchesFilter,
+        IsForkFilter,
+        OnLegalHoldFilter,
+    )
     search_fields = ("session_id", "title", "user_id", "agent__name")
     list_select_related = ("agent", "parent")
     list_per_page = 50
@@ -372,6 +380,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
             route("<path:object_id>/tree/compare/", self.compare_view, "tree_compare"),
             route("<path:object_id>/tree/export/", self.export_view, "tree_export"),
             route("<path:object_id>/tree/action/<str:action>/", self.action_view, "tree_action"),
+            route("<path:object_id>/hold/", self.hold_view, "hold"),
             *super().get_urls(),
         ]
 
@@ -394,6 +403,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
         urls["tree"] = self._tree_url(row.pk)
         urls["compare"] = reverse("admin:sessiontree_agentsession_tree_compare", args=[row.pk])
         urls["export"] = reverse("admin:sessiontree_agentsession_tree_export", args=[row.pk])
+        urls["hold"] = reverse("admin:sessiontree_agentsession_hold", args=[row.pk])
         urls["action"] = reverse("admin:sessiontree_agentsession_tree_action", args=[row.pk, "ACTION"]).replace(
             "ACTION/", ""
         )
@@ -437,6 +447,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
         can_moderate = self.has_moderate_permission(request, row)
         closed = row.status in CLOSED
         return {
+            "legal_hold": services.holds.hold_of(row.session_id),
+            "can_hold": request.user.has_perm("sessiontree.place_hold"),
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "original": row,
@@ -611,6 +623,31 @@ class AgentSessionAdmin(admin.ModelAdmin):
         response = StreamingHttpResponse(body, content_type="application/x-ndjson")
         response["Content-Disposition"] = f'attachment; filename="{row.session_id}{suffix}.jsonl"'
         return response
+
+    def hold_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
+        """Place (``reason``) or release (``release``) the session's legal hold: ``place_hold``."""
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        row = self._session(request, object_id)
+        if not request.user.has_perm("sessiontree.place_hold"):
+            raise PermissionDenied
+        back = self._tree_url(row.pk)
+        try:
+            if request.POST.get("release") == "yes":
+                services.protection.release_hold(session_id=row.session_id, actor=request.user, channel=CHANNEL)
+                message = f"Released the legal hold on {row.session_id}."
+            else:
+                reason = (request.POST.get("reason") or "").strip()
+                services.protection.place_hold(
+                    session_id=row.session_id, reason=reason, actor=request.user, channel=CHANNEL
+                )
+                message = f"Placed a legal hold on {row.session_id}: {reason}"
+        except SessionTreeError as exc:
+            messages.error(request, f"Legal hold refused: {exc.code}: {exc}")
+            return HttpResponseRedirect(back)
+        self.log_change(request, row, message)
+        messages.success(request, message)
+        return HttpResponseRedirect(back)
 
     def action_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
         if request.method != "POST":

@@ -4,12 +4,13 @@ a ``views.SessionScopedViewSet`` subclass (docs/api.md, "Adding a nested resourc
 
 from __future__ import annotations
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import SimpleRouter
 
 from .audit import AuditViewSet
 from .moderation import EntryModerationViewSet, FlagViewSet
+from .protection import SessionHoldViewSet
 from .views import ID_PATTERN, EntryViewSet, SessionViewSet
 
 SESSION_PREFIX = rf"sessions/(?P<session_id>{ID_PATTERN})"
@@ -24,6 +25,11 @@ router.register("flags", FlagViewSet, basename="flag")
 router.register("audit", AuditViewSet, basename="audit")
 
 urlpatterns = [
+    re_path(
+        rf"^{SESSION_PREFIX}/hold/$",
+        SessionHoldViewSet.as_view({"post": "place", "delete": "release"}),
+        name="session-hold",
+    ),
     path("", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

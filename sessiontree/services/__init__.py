@@ -22,7 +22,8 @@ Modules:
 - ``audit``: actors, channels and the record; ``operations``: the names of
   audited operations (constants);
 - ``hooks``: before/after hooks for navigate, fork and compact;
-- ``moderation``: flags beside the tree, hide/unhide (``context_edit``).
+- ``moderation``: flags beside the tree, hide/unhide (``context_edit``);
+- ``protection`` (and ``holds``): legal holds, retention.
 
 Optimistic concurrency: every append and leaf move takes ``expected_leaf_id``;
 a leaf that moved is ``LeafConflict`` before anything is written.
@@ -30,7 +31,7 @@ a leaf that moved is ``LeafConflict`` before anything is written.
 
 from __future__ import annotations
 
-from . import audit, entries, hooks, moderation, operations, sessions, tree
+from . import audit, entries, holds, hooks, moderation, operations, protection, sessions, tree
 from .audit import SYNC_ACTOR, SYSTEM_ACTOR, Actor, cli_actor
 from .hooks import (
     HookEvent,
@@ -55,10 +56,12 @@ __all__ = [
     "compact_session",
     "entries",
     "fork_session",
+    "holds",
     "hooks",
     "moderation",
     "navigate_tree",
     "operations",
+    "protection",
     "register_compaction_hook",
     "register_hook",
     "register_operations",

@@ -62,6 +62,7 @@ def test_every_contract_path_is_in_the_schema():
     entry = f"{session}entries/{{entry_id}}/"
     expected |= {f"{entry}{name}/" for name in ("flags", "hide", "unhide")}
     expected |= {"/api/flags/", "/api/flags/{flag_id}/resolve/", "/api/audit/"}
+    expected |= {f"{session}hold/"}
     assert paths == expected
 
 
