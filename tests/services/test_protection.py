@@ -146,6 +146,8 @@ def test_a_crash_midway_leaves_every_session_whole_or_gone_and_a_rerun_completes
         if exists(provider, sid):
             assert len(provider.list_entries(sid)) == 1  # whole
         else:
-            assert AuditRecord.objects.filter(session_id=sid, operation="hard_delete_session").count() == 1  # gone, audited
+            assert (
+                AuditRecord.objects.filter(session_id=sid, operation="hard_delete_session").count() == 1
+            )  # gone, audited
     report = protection.apply_retention(**WHO)
     assert len(report["deleted"]) == 3 and not any(exists(provider, f"old-{n}") for n in range(5))
