@@ -47,6 +47,7 @@ from sessiontree.core.errors import (
     SessionTreeError,
 )
 from sessiontree.core.pi_session_file import migrate_to_current_version, serialize_line
+from sessiontree.core.session_reader import SessionReader
 from sessiontree.core.types import CURRENT_SESSION_VERSION, Entry
 from sessiontree.core.verify import scan_session_bytes
 from sessiontree.models import AgentSession, SyncedFile
@@ -63,7 +64,6 @@ from .pi_files import (
     Batch,
     FileStat,
     HeaderProbe,
-    TailInfo,
     check_replaceable,
     folder_lock,
     hash_prefix,
@@ -75,6 +75,7 @@ from .pi_files import (
     path_key,
     quick_scan,
     read_header,
+    reader_at,
     title_of,
     write_atomically,
 )
@@ -643,12 +644,12 @@ def _import_file(probe: Probe, options: SyncOptions, result: FileResult, ahead: 
         os.close(fd)
 
 
-def _batches(fd: int, probe: Probe, tail: TailInfo) -> tuple[dict[str, Any], Iterable[Batch], int]:
+def _batches(fd: int, probe: Probe, reader: SessionReader) -> tuple[dict[str, Any], Iterable[Batch], int]:
     """The header and entry batches of a whole file; a v1/v2 file is read whole
     and migrated to v3 in memory (its ids are made up here)."""
     header = dict(probe.header)
     version = header_version(header)
-    batches: Iterable[Batch] = iter_batches(fd, start=0, hasher=hashlib.sha256(), tail=tail)
+    batches: Iterable[Batch] = iter_batches(fd, reader=reader, hasher=hashlib.sha256())
     if version < CURRENT_SESSION_VERSION:
         whole = list(batches)
         last = whole[-1]
@@ -673,11 +674,11 @@ def _batches(fd: int, probe: Probe, tail: TailInfo) -> tuple[dict[str, Any], Ite
 class ReadFile:
     """A file as the read-ahead thread reads it: its header, version and
     entry batches (the first one's entries checked and encoded for the
-    target provider); ``tail`` is complete once ``batches`` is exhausted."""
+    target provider); ``reader`` knows the torn tail once ``batches`` is exhausted."""
 
     header: dict[str, Any]
     version: int
-    tail: TailInfo
+    reader: SessionReader
     batches: Iterator[Batch]
 
 
@@ -835,15 +836,15 @@ class ReadAhead:
             return
         try:
             st = FileStat.of(os.fstat(fd))
-            tail = TailInfo()
-            header, batches, version = _batches(fd, probe, tail)
+            reader = reader_at(0)
+            header, batches, version = _batches(fd, probe, reader)
             for number, batch in enumerate(batches):
                 if number == 0 and batch.entries and isinstance(provider, TreeProvider):
                     # Unchecked if refused: the write checks again and refuses it, as without the read-ahead.
                     with contextlib.suppress(Exception):
                         batch.entries = provider.prepare_copies(batch.entries)
                 if not delivered:
-                    if not self._put((index, _START, (st, header, version, tail))):
+                    if not self._put((index, _START, (st, header, version, reader))):
                         return
                     delivered = True
                 if not self._put((index, _BATCH, batch)):
@@ -896,11 +897,11 @@ class ReadAhead:
         if item is None or item[1] != _START:
             self._want(index + 1)
             return None  # not read ahead: the import reads it itself
-        read_st, header, version, tail = item[2]
+        read_st, header, version, reader = item[2]
         if read_st != st:
             self._want(index + 1)
             return None  # changed since: the import reads it itself
-        return ReadFile(header, version, tail, self._batches(index))
+        return ReadFile(header, version, reader, self._batches(index))
 
     def _batches(self, index: int) -> Iterator[Batch]:
         try:
@@ -944,10 +945,10 @@ def _import_new(
     thread read it (the same size, time and inode as ``st``) instead of ``fd``."""
     batches: Iterable[Batch]
     if read is not None:
-        tail, header, batches, version = read.tail, read.header, read.batches, read.version
+        reader, header, batches, version = read.reader, read.header, read.batches, read.version
     else:
-        tail = TailInfo()
-        header, batches, version = _batches(fd, probe, tail)
+        reader = reader_at(0)
+        header, batches, version = _batches(fd, probe, reader)
     session_id = header["id"]
     provider = get_provider(provider_kind)
     created = False
@@ -1012,7 +1013,7 @@ def _import_new(
         SyncedFile.objects.filter(mode="import", path_key=path_key(probe.path)).update(
             size=st.size, mtime_ns=st.mtime_ns, inode=st.inode
         )
-    result.action, result.entries, result.torn_bytes = CREATED, count, tail.torn_bytes
+    result.action, result.entries, result.torn_bytes = CREATED, count, reader.torn_bytes
     return result
 
 
@@ -1029,14 +1030,14 @@ def _import_again(
     hasher = hash_prefix(fd, mark.offset)
     if hasher.hexdigest() != mark.prefix_sha256:
         return _rewritten(fd, probe, st, mark, options, result, "rewritten: the part imported has changed")
-    tail = TailInfo()
+    reader = reader_at(mark.offset)
     provider = get_provider(row.provider)
     count = mark.entry_count
     session_count = mark.session_entry_count
     malformed = mark.malformed_lines
     wrote = False
     offset, prefix = mark.offset, mark.prefix_sha256
-    for batch in iter_batches(fd, start=mark.offset, hasher=hasher, tail=tail):
+    for batch in iter_batches(fd, reader=reader, hasher=hasher):
         malformed += batch.malformed_lines
         result.malformed_lines += batch.malformed_lines
         offset, prefix = batch.end_offset, batch.prefix_sha256
@@ -1093,7 +1094,7 @@ def _import_again(
             session_ops.update_session(
                 session_id=row.session_id, actor=options.actor, channel=options.channel, title=title
             )
-    result.torn_bytes = tail.torn_bytes
+    result.torn_bytes = reader.torn_bytes
     result.action = UPDATED if result.entries else UNCHANGED
     if not options.dry_run:
         # Read to the end: remember the file as it is now (blank lines and a

@@ -216,15 +216,21 @@ def test_hard_delete_removes_the_file_even_when_it_is_corrupt(provider):
 
 
 def test_growth_is_read_from_the_tail_only_and_an_append_reads_nothing(provider, monkeypatch):
-    from sessiontree.providers import file_provider
+    from sessiontree.core.session_reader import SessionReader
 
     session = provider.create_session(session_id="s1")
     for i in range(20):
         provider.append_message("s1", {"role": "user", "content": f"m{i}"})
     assert len(provider.list_entries("s1")) == 20  # cached now
     parsed: list[bytes] = []
-    real_parse = file_provider.parse_lines
-    monkeypatch.setattr(file_provider, "parse_lines", lambda data: parsed.append(bytes(data)) or real_parse(data))
+    real_feed = SessionReader.feed
+
+    def feed(reader, data, **options):
+        parsed.append(bytes(data))
+        return real_feed(reader, data, **options)
+
+    # Every read of a session file's bytes goes through the one reader.
+    monkeypatch.setattr(SessionReader, "feed", feed)
     # O(1) appends: no re-read of the file, whatever its length
     provider.append_message("s1", {"role": "user", "content": "mine"})
     assert parsed == []

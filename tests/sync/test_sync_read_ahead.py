@@ -15,7 +15,7 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
-from sessiontree.core.pi_session_file import parse_lines
+from sessiontree.core.pi_session_file import parse_session_entries
 from sessiontree.models import AgentSession, AuditRecord, SyncedFile
 from sessiontree.providers.factory import get_provider
 from sessiontree.sync import folder as sync_folder_module
@@ -41,7 +41,7 @@ def stored(session_id: str) -> list[dict]:
 
 
 def file_entries(path: Path) -> list[dict]:
-    return [obj for obj in parse_lines(path.read_bytes()) if obj.get("type") != "session"]
+    return [obj for obj in parse_session_entries(path.read_bytes()) if obj.get("type") != "session"]
 
 
 def varied_entries(tag: str) -> list[dict]:
@@ -161,8 +161,9 @@ def test_a_read_failure_in_the_thread_mid_file_is_that_files_failure(db, folder,
     threads: list[str] = []
 
     def failing(fd, **kwargs):
+        start = kwargs["reader"].offset
         for number, batch in enumerate(real(fd, **kwargs)):
-            if number == 1 and kwargs["start"] == 0 and "sess-b" in str(batch.entries[0]):
+            if number == 1 and start == 0 and "sess-b" in str(batch.entries[0]):
                 threads.append(threading.current_thread().name)
                 raise OSError("disk went away")
             yield batch
