@@ -11,15 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .errors import InvalidEntry
 from .ids import new_entry_id
+from .session_reader import SessionReader, is_session_header, read_chunks, read_session_bytes
 from .session_reader import gc_paused as gc_paused
-from .session_reader import is_session_header, read_session_bytes
 from .session_reader import whole_lines_end as whole_lines_end
 from .types import CURRENT_SESSION_VERSION, Entry
 
@@ -45,13 +44,19 @@ def load_entries_from_file(path: str | os.PathLike[str]) -> list[FileEntry]:
     them; ``[]`` when the file is missing, empty, or not a session (the
     first line that parses is not a session header)."""
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return []
-    read = read_session_bytes(data)
-    if read.header is None:
+    reader = SessionReader()
+    file_entries: list[FileEntry] = []
+    try:
+        for entries, _ in read_chunks(fd, reader, size=os.fstat(fd).st_size):
+            file_entries += entries
+    finally:
+        os.close(fd)
+    if reader.header is None:
         return []
-    return [read.header, *read.entries]
+    return [reader.header, *file_entries]
 
 
 def _migrate_v1_to_v2(file_entries: list[FileEntry]) -> None:

@@ -52,7 +52,7 @@ from sessiontree.core.errors import (
 from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import EntryParents, TreeStats, tree_stats
 from sessiontree.core.pi_session_file import append_lines, migrate_to_current_version, serialize_file, serialize_line
-from sessiontree.core.session_reader import SessionReader, gc_paused, read_session_bytes
+from sessiontree.core.session_reader import SessionReader, gc_paused, read_chunks, read_session_bytes
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.models import AgentSession
 
@@ -422,9 +422,11 @@ class FileStorage:
         if cached is not None and cached.inode == st.st_ino and st.st_size >= cached.size:
             if st.st_size == cached.size and st.st_mtime_ns == cached.mtime_ns:
                 return cached
-            tail = os.pread(fd, st.st_size - cached.offset, cached.offset)
             reader = SessionReader(offset=cached.offset, after_header=True)
-            cached.extend(reader.feed(tail, end=True))
+            tail: list[Entry] = []
+            for chunk_entries, _ in read_chunks(fd, reader, size=st.st_size):
+                tail += chunk_entries
+            cached.extend(tail)
             cached.offset = reader.offset
             cached.size, cached.mtime_ns = st.st_size, st.st_mtime_ns
             return cached
@@ -434,14 +436,16 @@ class FileStorage:
         return index
 
     def _load(self, path: Path, fd: int, st: os.stat_result) -> FileIndex:
-        data = os.pread(fd, st.st_size, 0)
+        reader = SessionReader()
+        entries: list[Entry] = []
         # The index is cached and long-lived: what is decoded goes straight to
         # the oldest collector generation instead of being walked on the way.
         with gc_paused(promote=True):
-            read = read_session_bytes(data)
-        if read.header is None:
-            raise CorruptSessionTree(f"{path.name} is not a Pi session file ({read.reason})")
-        header, entries, complete = read.header, read.entries, read.end
+            for chunk_entries, _ in read_chunks(fd, reader, size=st.st_size):
+                entries += chunk_entries
+        header, complete = reader.header, reader.offset
+        if header is None:
+            raise CorruptSessionTree(f"{path.name} is not a Pi session file ({reader.reason})")
         if migrate_to_current_version([header, *entries]):
             header, entries = self._migrate(path, fd, st)
             st = os.stat(path)

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from sessiontree.core.errors import CorruptSessionTree, LeafConflict, StorageUnavailable
-from sessiontree.core.session_reader import EMPTY, SessionReader, skim_session_bytes
+from sessiontree.core.session_reader import EMPTY, SessionReader, read_chunks, skim_session_bytes
 from sessiontree.core.types import Entry
 from sessiontree.core.verify import scan_session_bytes
 
-CHUNK_BYTES = 8 * 1024 * 1024
+CHUNK_BYTES = 8 * 1024 * 1024  # read at a time (the reader's own default)
 # A batch is one transaction: what a huge file costs in memory at a time.
 BATCH_ENTRIES = 50_000
 BATCH_BYTES = 64 * 1024 * 1024
@@ -177,36 +177,27 @@ def iter_batches(
     start, turns out not to be a session."""
     batch_entries = batch_entries if batch_entries is not None else BATCH_ENTRIES
     batch_bytes = batch_bytes if batch_bytes is not None else BATCH_BYTES
-    size = os.fstat(fd).st_size
     batch = Batch([], reader.offset, hasher.hexdigest())
-    batch_start = reader.offset
-    skipped = reader.skipped_lines
-    pending = b""
-    read_to = reader.offset
-    while True:
-        chunk = os.pread(fd, min(CHUNK_BYTES, size - read_to), read_to) if read_to < size else b""
-        read_to += len(chunk)
-        at_end = not chunk or read_to >= size
-        data = pending + chunk
-        before = reader.offset
-        batch.entries += reader.feed(data, end=at_end)
-        if reader.not_a_session or (at_end and not reader.decided):
-            raise CorruptSessionTree(f"the file is not a Pi session file ({reader.reason})")
-        used = reader.offset - before
-        hasher.update(data[:used] if used < len(data) else data)
-        pending = data[used:]
+    batch_start, skipped = reader.offset, reader.skipped_lines
+    for entries, read in read_chunks(fd, reader, size=os.fstat(fd).st_size, chunk_bytes=CHUNK_BYTES):
+        hasher.update(read)
+        batch.entries += entries
         batch.end_offset = reader.offset
         batch.malformed_lines = reader.skipped_lines - skipped
-        full = len(batch.entries) >= batch_entries or batch.end_offset - batch_start >= batch_bytes
-        if at_end or full:
-            batch.prefix_sha256 = hasher.hexdigest()
-            batch.session_infos = [entry for entry in batch.entries if entry.get("type") == "session_info"]
-            if not at_end or batch.entries or batch.end_offset != batch_start or batch.malformed_lines:
-                yield batch
-            if at_end:
-                return
-            batch_start, skipped = batch.end_offset, reader.skipped_lines
-            batch = Batch([], batch.end_offset, "")
+        if len(batch.entries) >= batch_entries or batch.end_offset - batch_start >= batch_bytes:
+            yield _closed(batch, hasher)
+            batch = Batch([], reader.offset, "")
+            batch_start, skipped = reader.offset, reader.skipped_lines
+    if reader.not_a_session or not reader.decided:
+        raise CorruptSessionTree(f"the file is not a Pi session file ({reader.reason})")
+    if batch.entries or batch.end_offset != batch_start or batch.malformed_lines:
+        yield _closed(batch, hasher)
+
+
+def _closed(batch: Batch, hasher: Any) -> Batch:
+    batch.prefix_sha256 = hasher.hexdigest()
+    batch.session_infos = [entry for entry in batch.entries if entry.get("type") == "session_info"]
+    return batch
 
 
 # --- what the meta row takes from a file ---------------------------------------------------
