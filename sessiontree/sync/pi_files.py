@@ -17,7 +17,7 @@ import os
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from sessiontree.core.errors import CorruptSessionTree, LeafConflict, StorageUnavailable
+from sessiontree.core.pi_session_file import migrate_to_current_version
 from sessiontree.core.session_reader import EMPTY, SessionReader, read_chunks, skim_session_bytes
-from sessiontree.core.types import Entry
+from sessiontree.core.types import CURRENT_SESSION_VERSION, Entry
 from sessiontree.core.verify import scan_session_bytes
 
 CHUNK_BYTES = 8 * 1024 * 1024  # read at a time (the reader's own default)
@@ -198,6 +199,32 @@ def _closed(batch: Batch, hasher: Any) -> Batch:
     batch.prefix_sha256 = hasher.hexdigest()
     batch.session_infos = [entry for entry in batch.entries if entry.get("type") == "session_info"]
     return batch
+
+
+def file_batches(
+    fd: int, probe_header: dict[str, Any], reader: SessionReader
+) -> tuple[dict[str, Any], Iterable[Batch], int]:
+    """The header (as probed), version and entry batches of a whole file; a
+    v1/v2 file is read whole and migrated to v3 in memory (its ids are made
+    up here)."""
+    header = dict(probe_header)
+    version = header_version(header)
+    batches: Iterable[Batch] = iter_batches(fd, reader=reader, hasher=hashlib.sha256())
+    if version < CURRENT_SESSION_VERSION:
+        whole = list(batches)
+        last = whole[-1]
+        objs = [header, *(entry for batch in whole for entry in batch.entries)]
+        migrate_to_current_version(objs)
+        entries = objs[1:]
+        merged = Batch(
+            entries,
+            last.end_offset,
+            last.prefix_sha256,
+            malformed_lines=sum(batch.malformed_lines for batch in whole),
+            session_infos=[entry for entry in entries if entry.get("type") == "session_info"],
+        )
+        return objs[0], [merged], version
+    return header, batches, version
 
 
 # --- what the meta row takes from a file ---------------------------------------------------
