@@ -12,7 +12,7 @@ from sessiontree.models import AgentSession, SyncedFile
 from sessiontree.providers.factory import get_provider
 from sessiontree.selectors.export import export_entries
 
-from .marks import file_provider, same_file, stat_matches
+from .marks import same_file, session_meta, stat_matches, stored_entry_count
 from .options import SyncOptions
 from .pi_files import FileStat, check_replaceable, path_key, write_atomically
 from .report import CREATED, UNCHANGED, UPDATED, FileResult, Skip, Task, guarded
@@ -47,10 +47,13 @@ def export_tasks(folder: Path, options: SyncOptions) -> list[Task]:
 
 
 def _export_session(row: AgentSession, target: Path, options: SyncOptions, result: FileResult) -> FileResult:
-    result.session_id = row.session_id
-    row = AgentSession.objects.get(pk=row.pk)
-    if row.provider == "file" and same_file(row, target, file_provider()):
-        raise Skip(f"is the session's own file: session {row.session_id} is stored in it")
+    session_id = result.session_id = row.session_id
+    session = session_meta(session_id)
+    if session is None:
+        raise Skip(f"gone: session {session_id} was deleted meanwhile")
+    kind = session["provider"]
+    if kind == "file" and same_file(session, target):
+        raise Skip(f"is the session's own file: session {session_id} is stored in it")
     key = path_key(target)
     mark = SyncedFile.objects.filter(mode="export", path_key=key).first()
     try:
@@ -60,23 +63,23 @@ def _export_session(row: AgentSession, target: Path, options: SyncOptions, resul
     if (
         mark is not None
         and current is not None
-        and row.provider != "file"  # a file session's row may lag its file
-        and mark.session_id == row.session_id
-        and mark.session_entry_count == row.entry_count
+        # A file session is compared by its bytes: its file may change in
+        # place with its count unchanged (an erase rewrites it).
+        and kind != "file"
+        and mark.session_id == session_id
+        and mark.session_entry_count == stored_entry_count(session)
         and stat_matches(mark, FileStat.of(current))
         and not options.checksum
     ):
         result.action = UNCHANGED
         return result
-    provider = get_provider(row.provider)
-    header, entries = export_entries(provider, row.session_id, scope="full")
+    header, entries = export_entries(get_provider(kind), session_id, scope="full")
     data = b"".join([serialize_line(header), *(serialize_line(entry) for entry in entries)])
     result.entries = len(entries)
-    if current is not None:
-        existing = target.read_bytes()
-        if existing != data:
-            check_replaceable(existing, row.session_id, {entry["id"] for entry in entries})
-    if current is not None and target.read_bytes() == data:
+    existing = target.read_bytes() if current is not None else None
+    if existing is not None and existing != data:
+        check_replaceable(existing, session_id, {entry["id"] for entry in entries})
+    if existing == data:
         result.action, result.entries = UNCHANGED, 0
     elif options.dry_run:
         result.action = UPDATED if current is not None else CREATED
@@ -91,8 +94,8 @@ def _export_session(row: AgentSession, target: Path, options: SyncOptions, resul
             path_key=key,
             defaults={
                 "path": str(target),
-                "session_id": row.session_id,
-                "provider": row.provider,
+                "session_id": session_id,
+                "provider": kind,
                 "size": st.size,
                 "mtime_ns": st.mtime_ns,
                 "inode": st.inode,

@@ -12,13 +12,13 @@ from django.db import transaction
 
 from sessiontree.core.entries import check_copied_entries
 from sessiontree.core.errors import InvalidEntry, LeafConflict
-from sessiontree.core.types import CURRENT_SESSION_VERSION
-from sessiontree.models import AgentSession, SyncedFile
+from sessiontree.core.types import CURRENT_SESSION_VERSION, SessionTreeSession
+from sessiontree.models import SyncedFile
 from sessiontree.providers.factory import get_provider
 from sessiontree.services import entries as entry_ops
 from sessiontree.services import sessions as session_ops
 
-from .marks import Probe, activity, mark_saver, stat_matches
+from .marks import Probe, activity, mark_saver, session_meta, stat_matches, stored_entry_count
 from .options import SyncOptions
 from .pi_files import (
     Batch,
@@ -41,7 +41,7 @@ def import_file(probe: Probe, options: SyncOptions, result: FileResult, ahead: R
     header, path = probe.header, probe.path
     session_id = result.session_id = header["id"]
     mark = SyncedFile.objects.filter(mode="import", path_key=path_key(path)).first()
-    row = AgentSession.objects.filter(session_id=session_id).first()
+    row = session_meta(session_id)
     fd = open_file(path)
     try:
         st = FileStat.of(os.fstat(fd))
@@ -62,7 +62,9 @@ def import_file(probe: Probe, options: SyncOptions, result: FileResult, ahead: R
             source = other.first()
             if source is not None:
                 raise Skip(f"already imported: session {session_id} came from {source.path}")
-            raise Skip(f"already exists: session {session_id} is a {row.provider} session not imported from this file")
+            raise Skip(
+                f"already exists: session {session_id} is a {row['provider']} session not imported from this file"
+            )
         read = ahead.take(probe, st) if ahead is not None else None
         return _import_new(fd, probe, st, options, result, provider_kind=options.target_kind, read=read)
     finally:
@@ -156,7 +158,13 @@ def _import_new(
 
 
 def _import_again(
-    fd: int, probe: Probe, st: FileStat, mark: SyncedFile, row: AgentSession, options: SyncOptions, result: FileResult
+    fd: int,
+    probe: Probe,
+    st: FileStat,
+    mark: SyncedFile,
+    row: SessionTreeSession,
+    options: SyncOptions,
+    result: FileResult,
 ) -> FileResult:
     if stat_matches(mark, st) and not options.checksum:
         result.action = UNCHANGED
@@ -169,7 +177,8 @@ def _import_again(
     if hasher.hexdigest() != mark.prefix_sha256:
         return _rewritten(fd, probe, st, mark, options, result, "rewritten: the part imported has changed")
     reader = reader_at(mark.offset)
-    provider = get_provider(row.provider)
+    session_id = row["session_id"]
+    provider = get_provider(row["provider"])
     count = mark.entry_count
     session_count = mark.session_entry_count
     malformed = mark.malformed_lines
@@ -192,11 +201,12 @@ def _import_again(
                 "rewritten: a v1/v2 file grew after its import "
                 "(its entry ids were made up at import, so a tail cannot be matched)",
             )
-        if row.status != AgentSession.Status.ACTIVE:
-            raise Skip(f"closed: session {row.session_id} is {row.status}; the file's new entries are not imported")
-        if row.entry_count != mark.session_entry_count and not wrote:
+        if row["status"] != "active":
+            raise Skip(f"closed: session {session_id} is {row['status']}; the file's new entries are not imported")
+        if not wrote and (held := stored_entry_count(row)) != mark.session_entry_count:
+            # Asked of its storage: a file session's file may hold more than its row has seen.
             raise LeafConflict(
-                f"Session {row.session_id} holds {row.entry_count} entries, {mark.session_entry_count} after "
+                f"Session {session_id} holds {held} entries, {mark.session_entry_count} after "
                 "its last import: it was written to in the database since; not mixed with the file's tail"
             )
         count += len(batch.entries)
@@ -206,7 +216,7 @@ def _import_again(
         saver = mark_saver(
             "import",
             probe,
-            row.provider,
+            row["provider"],
             stat=None,
             offset=batch.end_offset,
             entry_count=count,
@@ -216,7 +226,7 @@ def _import_again(
             version=mark.version,
         )
         entry_ops.import_entries(
-            session_id=row.session_id,
+            session_id=session_id,
             entries=batch.entries,
             actor=options.actor,
             channel=options.channel,
@@ -229,9 +239,7 @@ def _import_again(
         wrote = True
         named, title = title_of(batch.session_infos)
         if named:
-            session_ops.update_session(
-                session_id=row.session_id, actor=options.actor, channel=options.channel, title=title
-            )
+            session_ops.update_session(session_id=session_id, actor=options.actor, channel=options.channel, title=title)
     result.torn_bytes = reader.torn_bytes
     result.action = UPDATED if result.entries else UNCHANGED
     if not options.dry_run:
@@ -256,16 +264,17 @@ def _rewritten(
     import, unless the session was written to in the database since."""
     if options.on_rewrite != "reimport":
         raise Skip(f"{reason}; use --on-rewrite reimport to replace session {mark.session_id}")
-    old = AgentSession.objects.filter(session_id=mark.session_id).first()
-    if old is not None and old.entry_count != mark.session_entry_count:
+    old = session_meta(mark.session_id)
+    held = stored_entry_count(old) if old is not None else None
+    if held is not None and held != mark.session_entry_count:
         raise LeafConflict(
-            f"{reason}, but session {mark.session_id} holds {old.entry_count} entries, "
+            f"{reason}, but session {mark.session_id} holds {held} entries, "
             f"{mark.session_entry_count} after its import: written to in the database since; not replaced"
         )
     new_id = probe.header["id"]
-    if new_id != mark.session_id and AgentSession.objects.filter(session_id=new_id).exists():
+    if new_id != mark.session_id and session_meta(new_id) is not None:
         raise Skip(f"already exists: session {new_id} (this file's new content) is in the database")
-    provider_kind = old.provider if old is not None else mark.provider
+    provider_kind = old["provider"] if old is not None else mark.provider
     if options.dry_run:
         _import_new(fd, probe, st, options, result, provider_kind=provider_kind)
         result.action, result.reason = UPDATED, f"{reason}; would be re-imported"
@@ -274,7 +283,7 @@ def _rewritten(
     def replace() -> None:
         if old is not None:
             session_ops.delete_session(
-                session_id=old.session_id, actor=options.actor, channel=options.channel, hard=True
+                session_id=old["session_id"], actor=options.actor, channel=options.channel, hard=True
             )
         SyncedFile.objects.filter(pk=mark.pk).delete()
         _import_new(fd, probe, st, options, result, provider_kind=provider_kind)

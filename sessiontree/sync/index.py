@@ -12,13 +12,16 @@ from typing import Any
 from sessiontree.core.context_builder import UNSET
 from sessiontree.core.entries import check_copied_entries
 from sessiontree.core.pi_session_file import migrate_to_current_version
+from sessiontree.core.session_reader import read_session_bytes
 from sessiontree.core.types import CURRENT_SESSION_VERSION
-from sessiontree.core.verify import scan_session_bytes
-from sessiontree.models import AgentSession, SyncedFile
-from sessiontree.providers.file_provider import FileSessionTreeProvider, clear_index_cache
+from sessiontree.models import SyncedFile
+from sessiontree.providers.factory import get_provider
+
+# Dropping the file storage's parsed files from memory is a file-only capability.
+from sessiontree.providers.file_provider import clear_index_cache
 from sessiontree.services import sessions as session_ops
 
-from .marks import Probe, file_provider, mark_saver, same_file, stat_matches
+from .marks import Probe, mark_saver, same_file, session_meta, stat_matches
 from .options import SyncOptions
 from .pi_files import FileStat, header_version, open_file, parse_time, path_key, quick_scan
 from .report import CREATED, UNCHANGED, UPDATED, FileResult, Skip
@@ -34,11 +37,11 @@ def index_file(probe: Probe, options: SyncOptions, result: FileResult) -> FileRe
             f"needs migration: a v{version} file is rewritten as v3 when registered; "
             "use --mode import (the file stays untouched) or --migrate"
         )
-    provider = file_provider()
-    row = AgentSession.objects.filter(session_id=session_id).first()
+    provider = get_provider("file")
+    row = session_meta(session_id)
     mark = SyncedFile.objects.filter(mode="index", path_key=path_key(path)).first()
-    if row is not None and (row.provider != "file" or not same_file(row, path, provider)):
-        where = row.session_file or f"the {row.provider} provider"
+    if row is not None and (row["provider"] != "file" or not same_file(row, path)):
+        where = row["session_file"] or f"the {row['provider']} provider"
         raise Skip(f"already registered: session {session_id} is {where}")
     fd = open_file(path)
     try:
@@ -57,7 +60,7 @@ def index_file(probe: Probe, options: SyncOptions, result: FileResult) -> FileRe
     result.torn_bytes = quick.torn_bytes
     try:
         if row is None:
-            return _register(probe, options, result, provider, st, quick)
+            return _register(probe, options, result, st, quick)
         title: Any = quick.title if quick.named else UNSET
         saver = _index_mark(probe, st, quick.complete_bytes, quick.lines, grown_from, mark)
         changes = session_ops.refresh_session(
@@ -101,21 +104,19 @@ def _index_mark(
     return save
 
 
-def _register(
-    probe: Probe, options: SyncOptions, result: FileResult, provider: FileSessionTreeProvider, st: FileStat, quick: Any
-) -> FileResult:
+def _register(probe: Probe, options: SyncOptions, result: FileResult, st: FileStat, quick: Any) -> FileResult:
     header = probe.header
     if options.dry_run:
         fd = open_file(probe.path)
         try:
-            scanned = scan_session_bytes(os.pread(fd, st.size, 0))
+            read = read_session_bytes(os.pread(fd, st.size, 0))
         finally:
             os.close(fd)
-        objs = [dict(header), *scanned.entries]
+        objs = [dict(header), *read.entries]
         migrate_to_current_version(objs)
         check_copied_entries(objs[1:])  # what registering would refuse
         result.action, result.entries = CREATED, len(objs) - 1
-        result.malformed_lines = len(scanned.malformed_lines)
+        result.malformed_lines = read.skipped_lines
         return result
     session = session_ops.register_file(
         session_id=header["id"],
@@ -126,7 +127,6 @@ def _register(
         created_at=parse_time(header.get("timestamp")),
         activity_at=quick.last_timestamp,
         also=_index_mark(probe, st, quick.complete_bytes, quick.lines, 0, None),
-        provider=provider,
     )
     result.action = CREATED
     result.entries = session.get("entry_count", 0)

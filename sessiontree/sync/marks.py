@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sessiontree.core.types import CURRENT_SESSION_VERSION, Entry
-from sessiontree.models import AgentSession, SyncedFile
+from sessiontree.core.errors import SessionNotFound
+from sessiontree.core.types import CURRENT_SESSION_VERSION, Entry, SessionTreeSession
+from sessiontree.models import SyncedFile
+from sessiontree.providers import meta
 from sessiontree.providers.factory import get_provider
 from sessiontree.providers.file_provider import FileSessionTreeProvider
 
@@ -79,15 +81,33 @@ def activity(entries: list[Entry]) -> Any:
     return None
 
 
-def file_provider() -> FileSessionTreeProvider:
-    provider = get_provider("file")
-    assert isinstance(provider, FileSessionTreeProvider)
-    return provider
-
-
-def same_file(row: AgentSession, path: Path, provider: FileSessionTreeProvider) -> bool:
-    stored = Path(row.session_file) if row.session_file else provider.path_for(row.session_id)
+def session_meta(session_id: str) -> SessionTreeSession | None:
+    """The session's meta (provider kind, status, ``session_file``…), or
+    ``None`` when there is no such session. What its tree holds is its
+    storage's to say: ``stored_entry_count``."""
     try:
-        return stored.resolve() == path.resolve()
+        return meta.to_session_dict(meta.get_row(session_id))
+    except SessionNotFound:
+        return None
+
+
+def stored_entry_count(session: SessionTreeSession) -> int:
+    """How many entries the session's storage holds now (a ``file``
+    session: what its file says, whatever its meta row last saw)."""
+    found = get_provider(session["provider"]).get_session(session["session_id"])
+    return found["entry_count"] if found is not None else 0
+
+
+def same_file(session: SessionTreeSession, path: Path) -> bool:
+    """Whether ``path`` is the file a ``file`` session is stored in."""
+    stored = session.get("session_file")
+    if not stored:
+        # A row without its file's name: the file provider's own place (a
+        # file-only capability, like dropping its parsed files: see index).
+        provider = get_provider("file")
+        assert isinstance(provider, FileSessionTreeProvider)
+        stored = str(provider.path_for(session["session_id"]))
+    try:
+        return Path(stored).resolve() == path.resolve()
     except OSError:
         return False

@@ -414,6 +414,25 @@ def test_import_into_the_file_provider_copies_into_its_root(db, folder):
     assert (row.provider, row.entry_count, row.branch_count, row.leaf_entry_id) == ("file", 11, 2, "s0000002")
 
 
+def test_reimport_asks_the_storage_what_the_session_holds(db, folder):
+    """Regression: sync decided on the meta row's ``entry_count``. A file
+    session whose file Pi appended to (no row update) looked untouched, and
+    ``--on-rewrite reimport`` replaced it, losing Pi's entry; the storage
+    (the file) says what it holds."""
+    entries = pi.branched_entries()
+    path = pi.write(folder / "a.jsonl", [pi.header("sess-a"), *entries[:3]])
+    sync(folder, "--provider", "file")
+    provider = get_provider("file")
+    with provider.path_for("sess-a").open("ab") as stored_file:  # Pi, resuming the session, appends
+        stored_file.write(pi.lines([pi.user("p0000001", entries[2]["id"], "typed in Pi", 9)]))
+    assert AgentSession.objects.get(session_id="sess-a").entry_count == 3  # the row has not seen it
+    pi.write(path, [pi.header("sess-a"), *entries[1:4]])
+    error, err = sync_error(folder, "--on-rewrite", "reimport")
+    assert error.returncode == 4
+    assert "session sess-a holds 4 entries, 3 after its import" in err
+    assert [e["id"] for e in provider.list_entries("sess-a")][-1] == "p0000001"
+
+
 def test_lines_before_the_header_are_skipped_as_pi_skips_them(db, folder):
     """Regression: a file whose first line is garbage (or JSON ``null``) and
     whose header follows opens in Pi 1.6.0; the import skipped it as "not a
