@@ -9,7 +9,7 @@ is there.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,10 +17,10 @@ import orjson
 
 from .errors import InvalidEntry
 from .ids import new_entry_id
-from .session_reader import SessionReader, is_session_header, read_chunks, read_session_bytes
+from .session_reader import SessionReader, read_chunks, read_session_bytes
 from .session_reader import gc_paused as gc_paused
 from .session_reader import whole_lines_end as whole_lines_end
-from .types import CURRENT_SESSION_VERSION, Entry
+from .types import CURRENT_SESSION_VERSION
 
 FileEntry = dict[str, Any]
 
@@ -106,12 +106,6 @@ def migrate_to_current_version(file_entries: list[FileEntry]) -> bool:
     if version < 3:
         _migrate_v2_to_v3(file_entries)
     return True
-
-
-def split_header(file_entries: Sequence[FileEntry]) -> tuple[FileEntry | None, list[Entry]]:
-    """(header, entries) of a loaded file; entries exclude every header line."""
-    header = file_entries[0] if file_entries and is_session_header(file_entries[0]) else None
-    return header, [e for e in file_entries if e.get("type") != "session"]
 
 
 def new_session_header(
@@ -208,16 +202,3 @@ def append_lines(fd: int, lines: Iterable[bytes], *, fsync: bool = False) -> int
     if fsync:
         os.fsync(fd)
     return size + len(payload)
-
-
-def write_new_session_file(
-    path: str | os.PathLike[str], file_entries: Sequence[FileEntry], *, fsync: bool = False
-) -> None:
-    """Create a session file that must not exist yet (``O_EXCL``). Everything
-    is encoded first: an entry that cannot be written leaves no file behind."""
-    data = serialize_file(file_entries)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-    try:
-        append_lines(fd, [data], fsync=fsync)
-    finally:
-        os.close(fd)

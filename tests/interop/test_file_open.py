@@ -9,8 +9,9 @@ import orjson
 import pytest
 
 from sessiontree.core.errors import CorruptSessionTree
-from sessiontree.core.pi_session_file import load_entries_from_file, split_header
+from sessiontree.core.pi_session_file import load_entries_from_file
 from sessiontree.providers.file_provider import FileSessionTreeProvider, clear_index_cache
+from tests.pi_fixtures import split_header
 
 from .messages import assistant, user
 

@@ -17,10 +17,10 @@ from sessiontree.core.pi_session_file import (
     load_entries_from_file,
     migrate_to_current_version,
     new_session_header,
-    split_header,
 )
 from sessiontree.providers.file_provider import FileSessionTreeProvider, clear_index_cache
 from tests.core.test_context_fast_paths import session_trees
+from tests.pi_fixtures import split_header
 
 # Whatever JSON can hold: any text (lone surrogates are not text), 64-bit
 # integers, finite floats, nested lists and objects.
