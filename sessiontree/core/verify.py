@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import CorruptSessionTree
-from .path import TreeStats, tree_stats, walk_path
+from .path import TreeStats, find_cycles, tree_stats, walk_path
 from .session_reader import read_session_bytes
 from .types import Entry
 
@@ -148,29 +148,16 @@ def tree_problems(entries: Sequence[Entry], *, leaf_entry_id: str | None = None)
 
 def _cycles(parent_of: Mapping[str, Any], problems: list[Problem]) -> set[str]:
     """Report each cycle of parents once; return the ids on any cycle."""
-    done: set[str] = set()
     in_cycle: set[str] = set()
-    for start in parent_of:
-        chain: list[str] = []
-        position: dict[str, int] = {}
-        current: Any = start
-        while isinstance(current, str) and current in parent_of and current not in done:
-            if current in position:
-                cycle = chain[position[current] :]
-                in_cycle.update(cycle)
-                first = min(cycle)
-                problems.append(
-                    Problem(
-                        CYCLE,
-                        f"entries {' -> '.join(cycle)} form a cycle of parents (no path reaches a root)",
-                        entry_id=first,
-                    )
-                )
-                break
-            position[current] = len(chain)
-            chain.append(current)
-            current = parent_of[current]
-        done.update(chain)
+    for cycle in find_cycles(parent_of):
+        in_cycle.update(cycle)
+        problems.append(
+            Problem(
+                CYCLE,
+                f"entries {' -> '.join(cycle)} form a cycle of parents (no path reaches a root)",
+                entry_id=min(cycle),
+            )
+        )
     return in_cycle
 
 
