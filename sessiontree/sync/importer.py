@@ -166,16 +166,19 @@ def _import_again(
     options: SyncOptions,
     result: FileResult,
 ) -> FileResult:
+    def rewritten(reason: str) -> FileResult:
+        return _rewritten(fd, probe, st, mark, options, result, f"rewritten: {reason}")
+
     if stat_matches(mark, st) and not options.checksum:
         result.action = UNCHANGED
         return result
     if st.inode != mark.inode and mark.inode != -1:
-        return _rewritten(fd, probe, st, mark, options, result, "rewritten: it is a new file (another inode)")
+        return rewritten("it is a new file (another inode)")
     if st.size < mark.offset:
-        return _rewritten(fd, probe, st, mark, options, result, "rewritten: it is shorter than the part imported")
+        return rewritten("it is shorter than the part imported")
     hasher = hash_prefix(fd, mark.offset)
     if hasher.hexdigest() != mark.prefix_sha256:
-        return _rewritten(fd, probe, st, mark, options, result, "rewritten: the part imported has changed")
+        return rewritten("the part imported has changed")
     reader = reader_at(mark.offset)
     session_id = row["session_id"]
     provider = get_provider(row["provider"])
@@ -191,15 +194,8 @@ def _import_again(
         if not batch.entries:
             continue
         if mark.version < CURRENT_SESSION_VERSION:
-            return _rewritten(
-                fd,
-                probe,
-                st,
-                mark,
-                options,
-                result,
-                "rewritten: a v1/v2 file grew after its import "
-                "(its entry ids were made up at import, so a tail cannot be matched)",
+            return rewritten(
+                "a v1/v2 file grew after its import (its entry ids were made up at import, so a tail cannot be matched)"
             )
         if row["status"] != "active":
             raise Skip(f"closed: session {session_id} is {row['status']}; the file's new entries are not imported")
