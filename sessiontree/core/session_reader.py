@@ -242,15 +242,11 @@ class SessionReader:
         entries: list[Entry] = []
         if self.not_a_session:
             return entries
-        complete = data.rfind(b"\n") + 1
         if end:
-            self.torn_bytes = 0
-            rest = data[complete:]
-            if rest.strip():
-                if decode_line(rest) is MALFORMED:
-                    self.torn_bytes = len(rest)
-                else:
-                    complete = len(data)
+            complete = whole_lines_end(data)
+            self.torn_bytes = len(data) - complete if data[complete:].strip() else 0
+        else:
+            complete = data.rfind(b"\n") + 1
         if not complete:
             return entries
         lines = data.split(b"\n")
