@@ -40,7 +40,6 @@ from sessiontree.core.pi_session_file import (
     migrate_to_current_version,
     new_session_header,
     serialize_line,
-    split_header,
 )
 
 STAGES = ["load", "migrate", "index", "path", "context", "tree"]
@@ -239,7 +238,7 @@ def run_stages(path: Path) -> tuple[dict[str, Callable[[], Any]], dict[str, Any]
 
     def migrate() -> None:
         state["migrated"] = migrate_to_current_version(state["file_entries"])
-        state["entries"] = split_header(state["file_entries"])[1]
+        state["entries"] = state["file_entries"][1:]  # the header comes first
 
     def index() -> None:
         state["by_id"] = build_entry_index(state["entries"])

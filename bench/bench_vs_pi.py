@@ -1,22 +1,26 @@
-"""Our kernel against the published Pi 1.6.0: open a session file and build
+"""The product against the published Pi 1.6.0: open a session file and build
 the LLM context at its leaf, on the same files, in one run.
 
 Each measurement is a fresh process that loads its code, then times only
 "open + context" in-process and reports its own peak RSS: node running
 ``interop/pi_open_context.mjs`` (Pi's ``SessionManager.open`` +
-``buildSessionContext``) and Python running this script's ``--worker`` mode
-(``sessiontree.core.session_file_view.open_session_file`` + ``context()``).
+``buildSessionContext``) and Python running this script's ``--worker`` mode:
+Django set up (not timed, as Pi's module loading is not), then the ``file``
+provider's ``build_context`` of the session registered on that file, what
+the API's context endpoint runs (the session's meta row read from SQLite,
+the file read with the one reader, the path walked, the context built).
 The two take turns, the order flipping every round, so machine noise hits
 both alike. Prints the medians (and the spread) and the ratios ours/Pi of
-median time and of median peak RSS (whole process, interpreter included),
-and of median CPU time (every thread of the process; on a busy machine it
-moves less than the wall-clock time the targets are about).
+median time and of median peak RSS (whole process, interpreter and Django
+included), and of median CPU time (every thread of the process; on a busy
+machine it moves less than the wall-clock time the targets are about).
 
 Files: Pi's recorded ``large-session.jsonl`` (1,018 entries, v1) converted to
 v3 by our migration (skipped when the fixture folder is missing), and a
 generated 100,000-entry v3 session where 2% of appends first move the leaf
 back 1 to 60 entries on the current path (a branch, half of them with a branch
-summary), so most entries end up off the active path.
+summary), so most entries end up off the active path. Both are registered as
+``file`` sessions in a temporary SQLite database (DEBUG off, as in production).
 
 Run from the repository root after ``make interop``:
 
@@ -59,18 +63,57 @@ def fixtures_dir() -> Path:
 # --- worker ---------------------------------------------------------------------
 
 
-def worker(path: str) -> None:
-    from sessiontree.core.session_file_view import open_session_file
+def worker(session_id: str) -> None:
+    setup_django()
+    from sessiontree.providers.factory import get_provider
 
+    provider = get_provider("file")
     cpu_started = time.process_time()
     started = time.perf_counter()
-    view = open_session_file(path)
-    context = view.context()
+    context = provider.build_context(session_id)
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     result = {"ms": elapsed * 1000, "cpu_ms": cpu * 1000, "maxrss_kib": peak, "messages": len(context["messages"])}
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
+
+
+def setup_django() -> None:
+    """Django as in production (DEBUG off), on the database and session
+    folder the parent names in the environment."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ["DJANGO_DEBUG"] = "0"
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 50)
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "localhost")
+    import django
+
+    django.setup()
+
+
+def storage_env(tmp: Path) -> None:
+    """A temporary SQLite database and session folder, for the workers."""
+    os.environ.pop("DATABASE_URL", None)
+    os.environ["SQLITE_PATH"] = str(tmp / "bench.sqlite3")
+    os.environ["SESSIONTREE_FILE_ROOT"] = str(tmp / "sessions")
+
+
+def prepare(paths: list[str]) -> None:
+    """(A child process, so that this script's own process stays small: a
+    child's peak RSS counts the parent's at the fork.) Create the database
+    and register each file in place as a ``file`` session; prints their ids."""
+    setup_django()
+    from django.core.management import call_command
+
+    from sessiontree.core.pi_session_file import load_entries_from_file
+    from sessiontree.services import sessions
+
+    call_command("migrate", verbosity=0)
+    ids = []
+    for path in paths:
+        session_id = load_entries_from_file(path)[0]["id"]
+        sessions.register_file(session_id=session_id, path=path, actor="bench", channel="cli")
+        ids.append(session_id)
+    sys.stdout.write(orjson.dumps(ids).decode() + "\n")
 
 
 # --- files ------------------------------------------------------------------------
@@ -234,9 +277,9 @@ def run(command: list[str]) -> dict[str, Any]:
     return orjson.loads(done.stdout.splitlines()[-1])
 
 
-def measure(path: Path, rounds: int) -> dict[str, list[dict[str, Any]]]:
+def measure(path: Path, session_id: str, rounds: int) -> dict[str, list[dict[str, Any]]]:
     pi = [str(NODE), str(PI_WORKER), str(path)]
-    ours = [sys.executable, str(Path(__file__).resolve()), "--worker", str(path)]
+    ours = [sys.executable, str(Path(__file__).resolve()), "--worker", session_id]
     results: dict[str, list[dict[str, Any]]] = {"pi": [], "ours": []}
     for round_index in range(rounds):
         order = [("pi", pi), ("ours", ours)] if round_index % 2 == 0 else [("ours", ours), ("pi", pi)]
@@ -274,6 +317,9 @@ def main() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
         worker(sys.argv[2])
         return 0
+    if len(sys.argv) > 2 and sys.argv[1] == "--prepare":
+        prepare(sys.argv[2:])
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="measurements per side and file (default 7)")
     parser.add_argument("--entries", type=int, default=100_000, help="size of the generated session (default 100000)")
@@ -290,14 +336,13 @@ def main() -> int:
     )
     summary: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
+        storage_env(Path(tmp))
+        files: list[tuple[str, str, Path]] = []
         fixture = fixtures_dir() / "large-session.jsonl"
         if fixture.is_file():
             converted = Path(tmp) / "large-session-v3.jsonl"
             convert_to_v3(fixture, converted)
-            time_ratio, rss_ratio = report(
-                "large-session.jsonl (Pi's, as v3)", converted, measure(converted, args.rounds)
-            )
-            summary.append(f"large-session time {time_ratio:.2f}x, RSS {rss_ratio:.2f}x")
+            files.append(("large-session", "large-session.jsonl (Pi's, as v3)", converted))
         else:
             print(f"large-session.jsonl not found in {fixture.parent} (set SESSIONTREE_PI_FIXTURES); skipped")
         generated = Path(tmp) / "generated.jsonl"
@@ -306,8 +351,11 @@ def main() -> int:
             f"generated: {facts['entries']:,} entries, {facts['branches']:,} branch points, active path {facts['path']:,} entries"
         )
         label = f"generated-{args.entries // 1000}k"
-        time_ratio, rss_ratio = report(f"{label} (v3, 2% branching)", generated, measure(generated, args.rounds))
-        summary.append(f"{label} time {time_ratio:.2f}x, RSS {rss_ratio:.2f}x")
+        files.append((label, f"{label} (v3, 2% branching)", generated))
+        session_ids = run([sys.executable, str(Path(__file__).resolve()), "--prepare", *(str(f[2]) for f in files)])
+        for (name, title, path), session_id in zip(files, session_ids, strict=True):
+            time_ratio, rss_ratio = report(title, path, measure(path, session_id, args.rounds))
+            summary.append(f"{name} time {time_ratio:.2f}x, RSS {rss_ratio:.2f}x")
     print("summary (ours/Pi; targets: time <= 0.5x on both, RSS <= 1.0x at 100k): " + "; ".join(summary))
     return 0
 

@@ -12,7 +12,9 @@ the Pi that recorded them. (The suite's own Pi data does not depend on them:
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,3 +48,10 @@ def fixture_path(name: str) -> Path:
     if not path.is_file():
         missing(name, path)
     return path
+
+
+def split_header(file_entries: Sequence[dict[str, Any]]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+    """(header, entries) of what ``load_entries_from_file`` or
+    ``parse_session_entries`` returned; entries exclude every header line."""
+    header = file_entries[0] if file_entries and file_entries[0].get("type") == "session" else None
+    return header, [e for e in file_entries if e.get("type") != "session"]

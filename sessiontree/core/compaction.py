@@ -158,10 +158,6 @@ def _ceil_quarter(chars: int) -> int:
     return math.ceil(chars / 4)
 
 
-def estimate_text_tokens(text: Any) -> int:
-    return _ceil_quarter(js_length(text))
-
-
 def _content_chars(content: Any) -> int:
     """Characters of a string or of a block list's text and image blocks."""
     if isinstance(content, str):
@@ -242,16 +238,6 @@ def assistant_usage(message: Mapping[str, Any]) -> Mapping[str, Any] | None:
     if not isinstance(usage, Mapping) or calculate_context_tokens(usage) <= 0:
         return None
     return usage
-
-
-def last_assistant_usage(entries: Sequence[Entry]) -> Mapping[str, Any] | None:
-    """Usage of the newest trustworthy assistant message among ``entries``."""
-    for entry in reversed(entries):
-        if entry.get("type") == "message":
-            usage = assistant_usage(message_of(entry))
-            if usage is not None:
-                return usage
-    return None
 
 
 @dataclass(frozen=True)
@@ -385,22 +371,6 @@ def _is_cut_point(entry: Entry, messages: Sequence[Mapping[str, Any]]) -> bool:
 
 def _is_turn_start(entry: Entry, messages: Sequence[Mapping[str, Any]]) -> bool:
     return entry.get("type") != "compaction" and any(m.get("role") in _TURN_START_ROLES for m in messages)
-
-
-def find_valid_cut_points(entries: Sequence[Entry], start: int, end: int) -> list[int]:
-    """Indices in ``[start, end)`` where a kept region may begin: entries (not
-    compactions) whose context messages include a user-like or assistant one."""
-    return [i for i in range(start, end) if _is_cut_point(entries[i], entry_context_messages(entries[i]))]
-
-
-def find_turn_start_index(entries: Sequence[Entry], entry_index: int, start: int) -> int:
-    """Index of the entry that opened the turn holding ``entry_index``: one
-    whose context messages include a user message, a bash execution, a custom
-    message or a summary. ``-1`` when there is none at or after ``start``."""
-    for index in range(entry_index, start - 1, -1):
-        if _is_turn_start(entries[index], entry_context_messages(entries[index])):
-            return index
-    return -1
 
 
 @dataclass(frozen=True)
@@ -625,19 +595,6 @@ def merge_split_turn_summary(history_summary: str | None, prefix_summary: str) -
 
 
 # --- entries → messages for a summarizer -------------------------------------------
-
-
-def entry_message_for_compaction(entry: Entry) -> Message | None:
-    """The message an entry contributes to a compaction summary (no context
-    edit applied). A compaction entry contributes nothing: its text travels as
-    ``previous_summary``; a system message neither: it is prompt state, which
-    the compaction entry carries as its ``systemMessage``."""
-    if entry.get("type") == "compaction":
-        return None
-    for message in entry_context_messages(entry):
-        if message.get("role") != "system":
-            return message
-    return None
 
 
 def entry_message_for_branch_summary(entry: Entry, edit: Entry | None = None) -> Message | None:

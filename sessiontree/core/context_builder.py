@@ -23,7 +23,6 @@ from .path import build_entry_index, path_entries
 from .types import UNSET, Entry, ModelRef, SessionContext, Unset
 
 # ``UNSET`` and ``Unset`` live in ``core.types``; imported here for the callers of old.
-_Unset = Unset
 
 DEFAULT_THINKING_LEVEL = "off"
 

@@ -13,6 +13,7 @@ from typing import Any
 from .context_builder import iso_to_epoch_ms
 from .errors import EntryNotFound, EntryTooLarge, InvalidEntry, InvalidTree
 from .ids import new_entry_id
+from .path import find_cycles
 from .pi_session_file import now_iso
 from .types import ENTRY_TYPES, Entry
 
@@ -176,19 +177,9 @@ def check_copied_entries(entries: Any) -> list[Entry]:
         if entry_id in parent_of:
             raise InvalidTree(f"Duplicate entry id {entry_id}")
         parent_of[entry_id] = entry.get("parentId")
-    # Follow each chain of parents once; meeting the chain being walked is a cycle.
-    acyclic: set[str] = set()
-    for start in parent_of:
-        chain: list[str] = []
-        on_chain: set[str] = set()
-        current = start
-        while isinstance(current, str) and current in parent_of and current not in acyclic:
-            if current in on_chain:
-                raise InvalidTree(f"Cycle detected at entry {current}")
-            on_chain.add(current)
-            chain.append(current)
-            current = parent_of[current]
-        acyclic.update(chain)
+    cycle = next(find_cycles(parent_of), None)
+    if cycle is not None:
+        raise InvalidTree(f"Cycle detected at entry {cycle[0]}")
     return entries
 
 

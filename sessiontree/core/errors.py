@@ -63,13 +63,6 @@ class SessionTreeError(Exception):
         return CATEGORIES[self.category].exit_code
 
 
-def category_of(exc: BaseException) -> Category | None:
-    """The category of a kernel error, ``None`` for anything else."""
-    if isinstance(exc, SessionTreeError):
-        return CATEGORIES[exc.category]
-    return None
-
-
 class SessionNotFound(SessionTreeError):
     code = "session_not_found"
     category = NOT_FOUND

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from .errors import CorruptSessionTree, EntryNotFound
-from .pi_session_file import gc_paused
+from .session_reader import gc_paused
 from .types import Entry, LabelInfo, TreeNode
 
 
@@ -78,6 +78,25 @@ def walk_path(leaf_id: str, parent_of: Mapping[str, Any], *, strict: bool = Fals
         current = parent_id
     path.reverse()
     return path
+
+
+def find_cycles(parent_of: Mapping[str, Any]) -> Iterator[list[str]]:
+    """Each cycle of parents in ``parent_of`` (entry id → ``parentId``),
+    once, listed from the entry where its chain closes, as the walk meets
+    them. Every chain is followed once, so this is linear in the entries."""
+    done: set[str] = set()
+    for start in parent_of:
+        chain: list[str] = []
+        position: dict[str, int] = {}
+        current: Any = start
+        while isinstance(current, str) and current in parent_of and current not in done:
+            if current in position:
+                yield chain[position[current] :]
+                break
+            position[current] = len(chain)
+            chain.append(current)
+            current = parent_of[current]
+        done.update(chain)
 
 
 def path_entries(leaf_id: str, by_id: Mapping[str, Entry], *, strict: bool = False) -> list[Entry]:

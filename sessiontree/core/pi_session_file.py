@@ -1,25 +1,26 @@
-"""Pi's JSONL session file: tolerant parsing, v1→v3 migration, line writer.
+"""Pi's JSONL session file: loading, v1→v3 migration, line writer.
 
-Line 1 is the session header, every other line one entry. Reading skips blank
-and malformed lines (a torn last line included); writing appends exactly one
-complete line per entry and never rewrites what is there.
+The header line comes first, every other line is one entry. Reading is
+``session_reader``'s (Pi's rules: blank, malformed and torn lines skipped);
+writing appends exactly one complete line per entry and never rewrites what
+is there.
 """
 
 from __future__ import annotations
 
-import gc
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 from .errors import InvalidEntry
 from .ids import new_entry_id
-from .types import CURRENT_SESSION_VERSION, Entry
+from .session_reader import SessionReader, read_chunks, read_session_bytes
+from .session_reader import gc_paused as gc_paused
+from .session_reader import whole_lines_end as whole_lines_end
+from .types import CURRENT_SESSION_VERSION
 
 FileEntry = dict[str, Any]
 
@@ -30,94 +31,32 @@ def now_iso() -> str:
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
-def is_session_header(obj: Any) -> bool:
-    return isinstance(obj, dict) and obj.get("type") == "session" and isinstance(obj.get("id"), str)
-
-
-@contextmanager
-def gc_paused(*, promote: bool = False) -> Iterator[None]:
-    """Pause the cyclic garbage collector while building many small objects.
-
-    Decoding a large session allocates hundreds of thousands of dicts, none
-    of them cyclic garbage; every collection then walks them all again for
-    nothing (measured: 3x the load time at 100,000 entries). Nested pauses
-    leave the decision to the outermost one.
-
-    ``promote``: what is built while paused is kept (a decoded session that
-    is returned), so on resuming it is moved straight to the oldest
-    generation instead of being walked by the young collections on its way
-    there (measured: 80 ms for the 40,000 entries of a path, see
-    ``bench/bench_vs_pi.py``). The young generations are collected first, so
-    that only what was built while paused skips them; nothing is promoted
-    when objects were frozen with ``gc.freeze()`` (they must stay frozen).
-    """
-    was_enabled = gc.isenabled()
-    if not was_enabled:
-        yield
-        return
-    promoting = promote and gc.get_freeze_count() == 0
-    if promoting:
-        gc.collect(1)
-    gc.disable()
-    try:
-        yield
-    finally:
-        if promoting and gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        gc.enable()
-
-
-def parse_lines(data: bytes | str) -> list[FileEntry]:
-    """Decode every JSON object line; skip blank, malformed and non-object lines."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    parsed: list[FileEntry] = []
-    with gc_paused():
-        for line in data.split(b"\n"):
-            if not line.strip():
-                continue
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(obj, dict):
-                parsed.append(obj)
-    return parsed
-
-
-def whole_lines_end(data: bytes) -> int:
-    """How many bytes of ``data`` hold whole entries: up to its last newline,
-    or all of it when the last line, though unterminated, is a whole JSON
-    object (a file whose final newline went missing: Pi reads that entry
-    too, #8345). A line torn mid-write never parses, so it stays out."""
-    end = data.rfind(b"\n") + 1
-    tail = data[end:]
-    if tail.strip():
-        try:
-            if isinstance(orjson.loads(tail), dict):
-                return len(data)
-        except orjson.JSONDecodeError:
-            pass
-    return end
-
-
 def parse_session_entries(text: str | bytes) -> list[FileEntry]:
-    """All file entries (header included) of a session file's text."""
-    return parse_lines(text)
+    """Every JSON object line of a session file's text, header lines
+    included, in order; like Pi's ``parseSessionEntries`` it looks for no
+    header (blank, malformed and non-object lines are skipped)."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    return read_session_bytes(data, after_header=True, keep_headers=True).entries
 
 
 def load_entries_from_file(path: str | os.PathLike[str]) -> list[FileEntry]:
-    """File entries with the header first; ``[]`` when the file is missing,
-    empty, or its first valid line is not a session header."""
+    """File entries, the header first, as Pi's ``loadEntriesFromFile`` reads
+    them; ``[]`` when the file is missing, empty, or not a session (the
+    first line that parses is not a session header)."""
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return []
-    entries = parse_lines(data)
-    if not entries or not is_session_header(entries[0]):
+    reader = SessionReader()
+    file_entries: list[FileEntry] = []
+    try:
+        for entries, _ in read_chunks(fd, reader, size=os.fstat(fd).st_size):
+            file_entries += entries
+    finally:
+        os.close(fd)
+    if reader.header is None:
         return []
-    return entries
+    return [reader.header, *file_entries]
 
 
 def _migrate_v1_to_v2(file_entries: list[FileEntry]) -> None:
@@ -167,12 +106,6 @@ def migrate_to_current_version(file_entries: list[FileEntry]) -> bool:
     if version < 3:
         _migrate_v2_to_v3(file_entries)
     return True
-
-
-def split_header(file_entries: Sequence[FileEntry]) -> tuple[FileEntry | None, list[Entry]]:
-    """(header, entries) of a loaded file; entries exclude every header line."""
-    header = file_entries[0] if file_entries and is_session_header(file_entries[0]) else None
-    return header, [e for e in file_entries if e.get("type") != "session"]
 
 
 def new_session_header(
@@ -269,16 +202,3 @@ def append_lines(fd: int, lines: Iterable[bytes], *, fsync: bool = False) -> int
     if fsync:
         os.fsync(fd)
     return size + len(payload)
-
-
-def write_new_session_file(
-    path: str | os.PathLike[str], file_entries: Sequence[FileEntry], *, fsync: bool = False
-) -> None:
-    """Create a session file that must not exist yet (``O_EXCL``). Everything
-    is encoded first: an entry that cannot be written leaves no file behind."""
-    data = serialize_file(file_entries)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
-    try:
-        append_lines(fd, [data], fsync=fsync)
-    finally:
-        os.close(fd)

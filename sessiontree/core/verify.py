@@ -13,11 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import orjson
-
 from .errors import CorruptSessionTree
-from .path import TreeStats, tree_stats, walk_path
-from .pi_session_file import gc_paused, is_session_header, whole_lines_end
+from .path import TreeStats, find_cycles, tree_stats, walk_path
+from .session_reader import read_session_bytes
 from .types import Entry
 
 # Problem codes, in the order a report lists them.
@@ -66,35 +64,18 @@ class ScannedFile:
 
 
 def scan_session_bytes(data: bytes) -> ScannedFile:
-    """Parse a whole file's bytes like Pi's loader (blank lines ignored,
-    malformed and non-object lines skipped, a torn last line not read; a last
-    line that only lacks its newline is read, as Pi 1.6 does), and say what
-    was skipped. The first line that holds anything must be the
-    session header, else ``header`` is ``None``."""
-    complete = whole_lines_end(data)
-    scanned = ScannedFile(header=None, torn_bytes=len(data) - complete, complete_bytes=complete)
-    if scanned.torn_bytes and not data[complete:].strip():
-        scanned.torn_bytes = 0  # trailing blanks are not a torn line
-    first = True
-    with gc_paused():
-        for number, line in enumerate(data[:complete].split(b"\n"), start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                obj = None
-            if first:
-                first = False
-                if is_session_header(obj):
-                    scanned.header = obj
-                    continue
-                return scanned  # not a session: nothing else is read
-            if not isinstance(obj, dict):
-                scanned.malformed_lines.append(number)
-            elif obj.get("type") != "session":
-                scanned.entries.append(obj)
-    return scanned
+    """Read a whole file's bytes as Pi's loader does (``session_reader``:
+    lines before the header that do not parse are skipped, the first that
+    does must be the header, else ``header`` is ``None`` and nothing else
+    is read), and say what was skipped."""
+    read = read_session_bytes(data)
+    return ScannedFile(
+        header=read.header,
+        entries=read.entries,
+        malformed_lines=read.malformed_lines,
+        torn_bytes=read.torn_bytes,
+        complete_bytes=read.end,
+    )
 
 
 def file_problems(scanned: ScannedFile) -> list[Problem]:
@@ -167,29 +148,16 @@ def tree_problems(entries: Sequence[Entry], *, leaf_entry_id: str | None = None)
 
 def _cycles(parent_of: Mapping[str, Any], problems: list[Problem]) -> set[str]:
     """Report each cycle of parents once; return the ids on any cycle."""
-    done: set[str] = set()
     in_cycle: set[str] = set()
-    for start in parent_of:
-        chain: list[str] = []
-        position: dict[str, int] = {}
-        current: Any = start
-        while isinstance(current, str) and current in parent_of and current not in done:
-            if current in position:
-                cycle = chain[position[current] :]
-                in_cycle.update(cycle)
-                first = min(cycle)
-                problems.append(
-                    Problem(
-                        CYCLE,
-                        f"entries {' -> '.join(cycle)} form a cycle of parents (no path reaches a root)",
-                        entry_id=first,
-                    )
-                )
-                break
-            position[current] = len(chain)
-            chain.append(current)
-            current = parent_of[current]
-        done.update(chain)
+    for cycle in find_cycles(parent_of):
+        in_cycle.update(cycle)
+        problems.append(
+            Problem(
+                CYCLE,
+                f"entries {' -> '.join(cycle)} form a cycle of parents (no path reaches a root)",
+                entry_id=min(cycle),
+            )
+        )
     return in_cycle
 
 

@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, InterfaceError
 
-from sessiontree.core.errors import CATEGORIES, EXIT_UNEXPECTED, UNAVAILABLE, SessionTreeError, category_of
+from sessiontree.core.errors import CATEGORIES, UNAVAILABLE, SessionTreeError
 from sessiontree.services.audit import Actor, cli_actor
 
 EXIT_BAD_INPUT = CATEGORIES["bad_input"].exit_code
@@ -29,11 +29,6 @@ EXIT_UNAVAILABLE = CATEGORIES[UNAVAILABLE].exit_code
 
 def one_line(text: Any) -> str:
     return " ".join(str(text).split())
-
-
-def exit_code_of(exc: BaseException) -> int:
-    category = category_of(exc)
-    return category.exit_code if category is not None else EXIT_UNEXPECTED
 
 
 def command_error(exc: BaseException) -> CommandError:

@@ -51,16 +51,8 @@ from sessiontree.core.errors import (
 )
 from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import EntryParents, TreeStats, tree_stats
-from sessiontree.core.pi_session_file import (
-    append_lines,
-    gc_paused,
-    is_session_header,
-    migrate_to_current_version,
-    parse_lines,
-    serialize_file,
-    serialize_line,
-    whole_lines_end,
-)
+from sessiontree.core.pi_session_file import append_lines, migrate_to_current_version, serialize_file, serialize_line
+from sessiontree.core.session_reader import SessionReader, gc_paused, read_chunks, read_session_bytes
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.models import AgentSession
 
@@ -430,10 +422,12 @@ class FileStorage:
         if cached is not None and cached.inode == st.st_ino and st.st_size >= cached.size:
             if st.st_size == cached.size and st.st_mtime_ns == cached.mtime_ns:
                 return cached
-            tail = os.pread(fd, st.st_size - cached.offset, cached.offset)
-            complete = whole_lines_end(tail)
-            cached.extend([obj for obj in parse_lines(tail[:complete]) if obj.get("type") != "session"])
-            cached.offset += complete
+            reader = SessionReader(offset=cached.offset, after_header=True)
+            tail: list[Entry] = []
+            for chunk_entries, _ in read_chunks(fd, reader, size=st.st_size):
+                tail += chunk_entries
+            cached.extend(tail)
+            cached.offset = reader.offset
             cached.size, cached.mtime_ns = st.st_size, st.st_mtime_ns
             return cached
         index = self._load(path, fd, st)
@@ -442,52 +436,56 @@ class FileStorage:
         return index
 
     def _load(self, path: Path, fd: int, st: os.stat_result) -> FileIndex:
-        data = os.pread(fd, st.st_size, 0)
-        complete = whole_lines_end(data)
+        reader = SessionReader()
+        entries: list[Entry] = []
         # The index is cached and long-lived: what is decoded goes straight to
         # the oldest collector generation instead of being walked on the way.
         with gc_paused(promote=True):
-            objs = parse_lines(data[:complete])
-        if not objs or not is_session_header(objs[0]):
-            raise CorruptSessionTree(f"{path.name} is not a Pi session file (its first line is not a session header)")
-        if migrate_to_current_version(objs):
-            objs = self._migrate(path, fd, st)
+            for chunk_entries, _ in read_chunks(fd, reader, size=st.st_size):
+                entries += chunk_entries
+        header, complete = reader.header, reader.offset
+        if header is None:
+            raise CorruptSessionTree(f"{path.name} is not a Pi session file ({reader.reason})")
+        if migrate_to_current_version([header, *entries]):
+            header, entries = self._migrate(path, fd, st)
             st = os.stat(path)
             complete = st.st_size
-        index = FileIndex(inode=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns, offset=complete, header=objs[0])
-        index.extend([obj for obj in objs[1:] if obj.get("type") != "session"])
+        index = FileIndex(inode=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns, offset=complete, header=header)
+        index.extend(entries)
         return index
 
-    def _migrate(self, path: Path, fd: int, st: os.stat_result) -> list[dict[str, Any]]:
+    def _migrate(self, path: Path, fd: int, st: os.stat_result) -> tuple[dict[str, Any], list[Entry]]:
         """Rewrite a v1/v2 file as v3 once, as Pi does: ids the v1 migration
         invents must be the same in every process from now on.
 
-        Lines the parser skips (malformed, torn) would be lost by the rewrite,
-        so when there are any the original bytes are kept beside the file as
-        ``<name>.pre-v3.bak`` first."""
+        Lines the reader skips (malformed, stray headers, torn) would be lost
+        by the rewrite, so when there are any the original bytes are kept
+        beside the file as ``<name>.pre-v3.bak`` first."""
         # Under the exclusive lock, re-read: another process may have migrated first.
         fcntl.flock(fd, fcntl.LOCK_EX)
         if os.stat(path).st_ino != st.st_ino:
             raise _FileReplaced
         data = os.pread(fd, os.fstat(fd).st_size, 0)
-        complete = whole_lines_end(data)
-        objs = parse_lines(data[:complete])
+        read = read_session_bytes(data)
+        if read.header is None:
+            raise CorruptSessionTree(f"{path.name} is not a Pi session file ({read.reason})")
+        objs = [read.header, *read.entries]
         migrate_to_current_version(objs)
-        kept_lines = sum(1 for line in data.split(b"\n") if line.strip())
-        if kept_lines != len(objs):
+        dropped = read.skipped_lines + (1 if read.torn_bytes else 0)
+        if dropped:
             backup = path.with_name(path.name + ".pre-v3.bak")
             if not backup.exists():
                 backup.write_bytes(data)
                 logger.warning(
                     "Migrating %s to v3 drops %d unreadable line(s); original kept as %s",
                     path.name,
-                    kept_lines - len(objs),
+                    dropped,
                     backup.name,
                 )
         tmp = path.with_name(path.name + ".migrating")
         tmp.write_bytes(serialize_file(objs))
         os.replace(tmp, path)
-        return objs
+        return objs[0], objs[1:]
 
     @contextmanager
     def _open(self, path: Path, session_id: str, *, exclusive: bool) -> Iterator[tuple[int, FileIndex]]:

@@ -2,9 +2,10 @@
 their entries read in bounded batches from a byte offset, a SHA-256 of what
 was read, and the folder lock.
 
-Only complete lines are read (up to the last newline): a torn last line is
-left for the next run, when the writer may have finished it. Malformed lines
-are counted and skipped, as Pi's loader skips them.
+Every read goes through the kernel's one reader (``core/session_reader.py``,
+Pi 1.6.0's rules): only whole lines are read, so a torn last line is left for
+the next run, when the writer may have finished it; malformed lines are
+counted and skipped, as Pi's loader skips them.
 """
 
 from __future__ import annotations
@@ -16,25 +17,24 @@ import os
 import stat
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from sessiontree.core.errors import LeafConflict, StorageUnavailable
-from sessiontree.core.pi_session_file import gc_paused, is_session_header, whole_lines_end
-from sessiontree.core.types import Entry
+from sessiontree.core.errors import CorruptSessionTree, LeafConflict, StorageUnavailable
+from sessiontree.core.pi_session_file import migrate_to_current_version
+from sessiontree.core.session_reader import EMPTY, SessionReader, read_chunks, skim_session_bytes
+from sessiontree.core.types import CURRENT_SESSION_VERSION, Entry
 from sessiontree.core.verify import scan_session_bytes
 
-CHUNK_BYTES = 8 * 1024 * 1024
+CHUNK_BYTES = 8 * 1024 * 1024  # read at a time (the reader's own default)
 # A batch is one transaction: what a huge file costs in memory at a time.
 BATCH_ENTRIES = 50_000
 BATCH_BYTES = 64 * 1024 * 1024
-HEADER_PROBE_BYTES = 1024 * 1024
+HEADER_PROBE_BYTES = 64 * 1024  # a header line is far shorter; a longer first line reads more
 TITLE_MAX_LENGTH = 255
 
 
@@ -91,31 +91,29 @@ class HeaderProbe:
 
 
 def read_header(path: Path) -> HeaderProbe:
-    """The file's session header, or why it has none. Reads the first line only."""
+    """The file's session header, or why it has none, read as Pi reads it
+    (lines before the header that do not parse are skipped; the first one
+    that does decides). Reads no further than the header's line."""
     fd = open_file(path)
     try:
         st = FileStat.of(os.fstat(fd))
-        if st.size == 0:
-            return HeaderProbe(None, "empty file", st)
-        data = os.pread(fd, min(st.size, 64 * 1024), 0)
-        if b"\n" not in data and st.size > len(data):
-            data = os.pread(fd, min(st.size, HEADER_PROBE_BYTES), 0)
+        reader = SessionReader()
+        chunk = HEADER_PROBE_BYTES
+        while not reader.decided and reader.offset < st.size:
+            at = reader.offset
+            data = os.pread(fd, min(chunk, st.size - at), at)
+            at_end = not data or at + len(data) >= st.size
+            reader.feed(data, end=at_end, until_header=True)
+            if at_end:
+                break
+            if reader.offset == at:
+                chunk *= 4  # a first line longer than the bytes read: read more
     finally:
         os.close(fd)
-    whole = data if len(data) == st.size else data[: data.rfind(b"\n") + 1]
-    for line in whole[: whole_lines_end(whole)].split(b"\n"):
-        if not line.strip():
-            continue
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            obj = None
-        if is_session_header(obj):
-            return HeaderProbe(obj, None, st)
-        return HeaderProbe(None, "not a Pi session file (its first line is not a session header)", st)
-    if not data.strip():
-        return HeaderProbe(None, "empty file", st)
-    return HeaderProbe(None, "not a Pi session file (no complete first line)", st)
+    if reader.header is not None:
+        return HeaderProbe(reader.header, None, st)
+    reason = reader.reason
+    return HeaderProbe(None, reason if reason == EMPTY else f"not a Pi session file ({reason})", st)
 
 
 def open_file(path: Path, flags: int = os.O_RDONLY) -> int:
@@ -142,33 +140,13 @@ class Batch:
     entries: list[Entry]
     end_offset: int  # bytes read from the file's start, up to the last complete line
     prefix_sha256: str  # SHA-256 of bytes [0, end_offset)
-    malformed_lines: int = 0
+    malformed_lines: int = 0  # lines skipped (malformed, stray headers)
     session_infos: list[Entry] = field(default_factory=list)
 
 
-@dataclass
-class TailInfo:
-    torn_bytes: int = 0
-
-
-def _parse_chunk(data: bytes, batch: Batch) -> None:
-    with gc_paused():
-        for line in data.split(b"\n"):
-            if not line.strip():
-                continue
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                batch.malformed_lines += 1
-                continue
-            if not isinstance(obj, dict):
-                batch.malformed_lines += 1
-            elif obj.get("type") == "session":
-                continue  # the header (or a stray second one): not an entry
-            else:
-                batch.entries.append(obj)
-                if obj.get("type") == "session_info":
-                    batch.session_infos.append(obj)
+def reader_at(start: int) -> SessionReader:
+    """A reader for a file's bytes from ``start`` (0, or the end of a line after the header)."""
+    return SessionReader(offset=start, after_header=start > 0)
 
 
 def hash_prefix(fd: int, length: int) -> Any:
@@ -187,52 +165,66 @@ def hash_prefix(fd: int, length: int) -> Any:
 def iter_batches(
     fd: int,
     *,
-    start: int,
+    reader: SessionReader,
     hasher: Any,
-    tail: TailInfo,
     batch_entries: int | None = None,
     batch_bytes: int | None = None,
 ) -> Iterator[Batch]:
-    """Entries of the complete lines from byte ``start`` on, in batches of
+    """Entries of the whole lines from ``reader.offset`` on, in batches of
     at most about ``batch_entries`` entries / ``batch_bytes`` bytes.
-    ``hasher`` must hold the SHA-256 of bytes [0, start); it is fed what is
-    read. ``tail.torn_bytes`` ends as the bytes after the last newline."""
+    ``hasher`` must hold the SHA-256 of the bytes before that offset; it is
+    fed what is read. Afterwards ``reader`` knows the rest (torn bytes,
+    skipped lines). ``CorruptSessionTree`` if the file, read from its
+    start, turns out not to be a session."""
     batch_entries = batch_entries if batch_entries is not None else BATCH_ENTRIES
     batch_bytes = batch_bytes if batch_bytes is not None else BATCH_BYTES
-    size = os.fstat(fd).st_size
-    offset = start
-    pending = b""
-    batch = Batch([], start, hasher.hexdigest())
-    batch_start = start
-    while offset < size:
-        chunk = os.pread(fd, min(CHUNK_BYTES, size - offset), offset)
-        if not chunk:
-            break
-        offset += len(chunk)
-        data = pending + chunk
-        cut = data.rfind(b"\n") + 1
-        pending = data[cut:]
-        if not cut:
-            continue
-        complete = data[:cut]
-        hasher.update(complete)
-        _parse_chunk(complete, batch)
-        batch.end_offset += len(complete)
+    batch = Batch([], reader.offset, hasher.hexdigest())
+    batch_start, skipped = reader.offset, reader.skipped_lines
+    for entries, read in read_chunks(fd, reader, size=os.fstat(fd).st_size, chunk_bytes=CHUNK_BYTES):
+        hasher.update(read)
+        batch.entries += entries
+        batch.end_offset = reader.offset
+        batch.malformed_lines = reader.skipped_lines - skipped
         if len(batch.entries) >= batch_entries or batch.end_offset - batch_start >= batch_bytes:
-            batch.prefix_sha256 = hasher.hexdigest()
-            yield batch
-            batch_start = batch.end_offset
-            batch = Batch([], batch.end_offset, "")
-    if pending.strip() and whole_lines_end(pending) == len(pending):
-        # A last line that only lacks its newline is a whole entry (Pi 1.6 reads it too).
-        hasher.update(pending)
-        _parse_chunk(pending, batch)
-        batch.end_offset += len(pending)
-        pending = b""
-    tail.torn_bytes = len(pending) if pending.strip() else 0
-    batch.prefix_sha256 = hasher.hexdigest()
+            yield _closed(batch, hasher)
+            batch = Batch([], reader.offset, "")
+            batch_start, skipped = reader.offset, reader.skipped_lines
+    if reader.not_a_session or not reader.decided:
+        raise CorruptSessionTree(f"the file is not a Pi session file ({reader.reason})")
     if batch.entries or batch.end_offset != batch_start or batch.malformed_lines:
-        yield batch
+        yield _closed(batch, hasher)
+
+
+def _closed(batch: Batch, hasher: Any) -> Batch:
+    batch.prefix_sha256 = hasher.hexdigest()
+    batch.session_infos = [entry for entry in batch.entries if entry.get("type") == "session_info"]
+    return batch
+
+
+def file_batches(
+    fd: int, probe_header: dict[str, Any], reader: SessionReader
+) -> tuple[dict[str, Any], Iterable[Batch], int]:
+    """The header (as probed), version and entry batches of a whole file; a
+    v1/v2 file is read whole and migrated to v3 in memory (its ids are made
+    up here)."""
+    header = dict(probe_header)
+    version = header_version(header)
+    batches: Iterable[Batch] = iter_batches(fd, reader=reader, hasher=hashlib.sha256())
+    if version < CURRENT_SESSION_VERSION:
+        whole = list(batches)
+        last = whole[-1]
+        objs = [header, *(entry for batch in whole for entry in batch.entries)]
+        migrate_to_current_version(objs)
+        entries = objs[1:]
+        merged = Batch(
+            entries,
+            last.end_offset,
+            last.prefix_sha256,
+            malformed_lines=sum(batch.malformed_lines for batch in whole),
+            session_infos=[entry for entry in entries if entry.get("type") == "session_info"],
+        )
+        return objs[0], [merged], version
+    return header, batches, version
 
 
 # --- what the meta row takes from a file ---------------------------------------------------
@@ -274,54 +266,20 @@ class QuickScan:
 
 
 def quick_scan(fd: int, *, start: int = 0) -> QuickScan:
-    """Scan bytes from ``start`` without parsing every line: only lines that
-    mention ``"session_info"`` and the last entry are decoded (byte searches
-    find them), and lines are counted from their newlines."""
+    """Skim the bytes from ``start`` (``skim_session_bytes``: the reader's
+    rules, but only the lines that name a session and the last entry are
+    decoded)."""
     size = os.fstat(fd).st_size
-    data = os.pread(fd, size - start, start) if size > start else b""
-    complete = whole_lines_end(data)
-    torn = len(data) - complete if data[complete:].strip() else 0
-    body = data[:complete]
-    infos: list[Entry] = []
-    position = body.find(b'"session_info"')
-    with gc_paused():
-        while position >= 0:
-            line_start = body.rfind(b"\n", 0, position) + 1
-            line_end = body.find(b"\n", position)
-            line_end = len(body) if line_end < 0 else line_end
-            try:
-                obj = orjson.loads(body[line_start:line_end])
-            except orjson.JSONDecodeError:
-                obj = None
-            if isinstance(obj, dict) and obj.get("type") == "session_info":
-                infos.append(obj)
-            position = body.find(b'"session_info"', line_end)
-        last: dict[str, Any] | None = None
-        end = len(body)
-        while end > 0 and last is None:
-            line_start = body.rfind(b"\n", 0, end - 1) + 1
-            line = body[line_start:end]
-            end = line_start
-            if not line.strip():
-                continue
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(obj, dict) and obj.get("type") != "session":
-                last = obj
-    # Lines holding anything: newline-ended lines, a last one without its
-    # newline, less the empty ones (lines of blanks only are rare enough to count).
-    lines = body.count(b"\n") + (1 if body and not body.endswith(b"\n") else 0)
-    lines -= body.count(b"\n\n") + (1 if body.startswith(b"\n") else 0)
-    named, title = title_of(infos)
+    skim = skim_session_bytes(os.pread(fd, size - start, start) if size > start else b"", offset=start)
+    named, title = title_of(skim.session_infos)
+    last = skim.last_entry
     return QuickScan(
         named=named,
         title=title,
         last_timestamp=parse_time(last.get("timestamp")) if last is not None else None,
-        complete_bytes=start + complete,
-        torn_bytes=torn,
-        lines=lines,
+        complete_bytes=skim.end,
+        torn_bytes=skim.torn_bytes,
+        lines=skim.lines,
     )
 
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sessiontree.core import compaction
 from sessiontree.core.compaction import (
     ESTIMATED_IMAGE_CHARS,
     CompactionSettings,
@@ -17,8 +18,6 @@ from sessiontree.core.compaction import (
     estimate_context_tokens,
     estimate_tokens,
     find_cut_point,
-    find_turn_start_index,
-    find_valid_cut_points,
     format_file_operations,
     js_json_stringify,
     js_length,
@@ -28,9 +27,9 @@ from sessiontree.core.compaction import (
     should_compact,
     strip_file_operations,
 )
-from sessiontree.core.context_builder import build_session_context
-from sessiontree.core.pi_session_file import load_entries_from_file, migrate_to_current_version, split_header
-from tests.pi_fixtures import fixture_path
+from sessiontree.core.context_builder import build_session_context, entry_context_messages
+from sessiontree.core.pi_session_file import load_entries_from_file, migrate_to_current_version
+from tests.pi_fixtures import fixture_path, split_header
 
 # --- entry builders ------------------------------------------------------------------
 
@@ -183,7 +182,8 @@ def test_valid_cut_points_exclude_tool_results_and_settings() -> None:
     p.add("branch_summary", fromId="e0000000", summary="b")
     p.add("message", message={"role": "bashExecution", "command": "ls", "output": ""})
     p.add("label", targetId="e0000000", label="x")
-    assert find_valid_cut_points(p.entries, 0, len(p.entries)) == [0, 1, 4, 5, 6]
+    cut_points = [i for i, e in enumerate(p.entries) if compaction._is_cut_point(e, entry_context_messages(e))]
+    assert cut_points == [0, 1, 4, 5, 6]
 
 
 def test_cut_moves_forward_from_a_tool_result_to_the_next_valid_point() -> None:
@@ -280,10 +280,8 @@ def test_turn_start_index_recognises_user_like_entries() -> None:
     p.assistant("a")  # 2
     p.add("message", message={"role": "bashExecution", "command": "ls", "output": "x"})  # 3
     p.assistant("b")  # 4
-    assert find_turn_start_index(p.entries, 2, 0) == 1
-    assert find_turn_start_index(p.entries, 4, 0) == 3
-    assert find_turn_start_index(p.entries, 0, 0) == 0
-    assert find_turn_start_index(p.entries, 2, 2) == -1
+    starts = [i for i, e in enumerate(p.entries) if compaction._is_turn_start(e, entry_context_messages(e))]
+    assert starts == [0, 1, 3]  # the turn holding entry 2 opened at 1, the one holding 4 at 3
 
 
 # Random conversations: user turns made of assistant tool calls and their results.

@@ -1,30 +1,23 @@
-"""The fast ways to a context answer what the reference definitions answer.
+"""The fast way to a context answers what the reference definitions answer.
 
 ``build_context_from_path`` takes message entries' messages in one pass and
-reads the settings from the end of the path; ``open_session_file`` gathers
-the default leaf's context while it walks the file backwards. Both are
-compared here with the plain definitions, on random paths and random files
-(any entry type, odd contents, key orders, junk lines, escaped ids)."""
+reads the settings from the end of the path; it is compared here with the
+plain definitions on random paths (any entry type, odd contents, escaped
+ids). ``session_trees`` also feeds the file storage's property test
+(tests/providers/test_file_provider_properties.py)."""
 
 from __future__ import annotations
 
-import gc
-
-import orjson
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessiontree.core.context_builder import (
     DEFAULT_THINKING_LEVEL,
     build_context_from_path,
-    build_session_context,
     context_settings,
     project_path,
 )
 from sessiontree.core.path import get_path_to_leaf
-from sessiontree.core.pi_session_file import gc_paused, load_entries_from_file, new_session_header, split_header
-from sessiontree.core.session_file_view import open_session_file
 
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -180,104 +173,3 @@ def test_message_entries_give_their_own_message_objects():
     assert context["messages"][0] is entries[0]["message"]
     assert context["messages"][1] == {"role": "user", "content": []}  # filled in, the entry unchanged
     assert entries[1]["message"]["content"] is None
-
-
-# Mostly Pi's order; id first (no ``"id":…,"parentId":`` text) sends a
-# searched-for parent to the skeleton view.
-KEY_ORDERS = st.sampled_from(["pi"] * 12 + ["last"] * 4 + ["first"])
-JUNK = st.sampled_from([b"", b"\n", b"  \n", b"not json\n", b"[1]\n", b"null\n", b"torn"])
-
-
-def line(entry, order):
-    if order == "last":
-        rest = {k: v for k, v in entry.items() if k not in ("id", "parentId")}
-        entry = {**rest, "id": entry["id"], "parentId": entry["parentId"]}
-    elif order == "first":
-        entry = {"id": entry["id"], **{k: v for k, v in entry.items() if k != "id"}}
-    return orjson.dumps(entry) + b"\n"
-
-
-@st.composite
-def session_files(draw):
-    entries = draw(session_trees())
-    data = orjson.dumps(new_session_header("sid")) + b"\n"
-    for index, entry in enumerate(entries):
-        junk = draw(JUNK)
-        if junk == b"torn":
-            junk = orjson.dumps({**entry, "id": f"torn{index}"})[: draw(st.integers(1, 40))] + b"\n"
-        data += junk + line(entry, draw(KEY_ORDERS))
-    ending = draw(st.sampled_from(["newline", "no newline", "torn"]))
-    if ending == "no newline":
-        data = data[:-1]
-    elif ending == "torn":
-        data += b'{"type":"message","id":"last-torn","parentId":"x","mess'
-    return data
-
-
-@PROPERTY_SETTINGS
-@given(session_files())
-def test_the_default_context_and_path_are_the_full_loaders(tmp_path_factory, data):
-    path = tmp_path_factory.mktemp("files") / "s.jsonl"
-    path.write_bytes(data)
-    entries = split_header(load_entries_from_file(path))[1]
-    assert open_session_file(path).context() == build_session_context(entries)
-    assert open_session_file(path).path() == get_path_to_leaf(entries, entries[-1]["id"])
-    # Other leaves: the skeleton view, on the same odd files.
-    view = open_session_file(path)
-    for leaf in entries[::5]:
-        assert view.context(leaf["id"]) == build_session_context(entries, leaf["id"])
-
-
-# --- gc_paused(promote=True) ---------------------------------------------------
-
-
-@pytest.fixture
-def collector_on():
-    was = gc.isenabled()
-    gc.enable()
-    yield
-    if not was:
-        gc.disable()
-
-
-def in_generation(obj, generation):
-    return any(o is obj for o in gc.get_objects(generation=generation))
-
-
-def test_promote_moves_what_was_built_to_the_oldest_generation(collector_on):
-    with gc_paused(promote=True):
-        assert not gc.isenabled()
-        built = [{"n": [i]} for i in range(1000)]
-    assert gc.isenabled()
-    assert in_generation(built, 2) and in_generation(built[0], 2)
-    with gc_paused():
-        young = [{"n": [i]} for i in range(10)]
-    assert in_generation(young, 0)
-
-
-def test_promote_leaves_frozen_objects_frozen(collector_on):
-    frozen = [[]]
-    gc.freeze()
-    try:
-        count = gc.get_freeze_count()
-        assert count > 0
-        with gc_paused(promote=True):
-            built = [[] for _ in range(10)]
-        # Nothing was frozen or unfrozen: promoting would have added the ten
-        # lists (or emptied the permanent generation, thousands of objects).
-        # A frozen object that some thread frees meanwhile leaves it, so the
-        # count may drop by a few (seen once in a full run: by one).
-        assert count - 5 <= gc.get_freeze_count() <= count
-        assert in_generation(built, 0)
-    finally:
-        gc.unfreeze()
-    assert in_generation(frozen, 2)
-
-
-def test_a_nested_pause_leaves_the_decision_to_the_outer_one(collector_on):
-    with gc_paused():
-        with gc_paused(promote=True):
-            built = [[] for _ in range(10)]
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    assert in_generation(built, 0)

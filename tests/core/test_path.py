@@ -378,3 +378,20 @@ def test_entry_depths():
 def test_entry_depths_deep_chain():
     chain = [entry("n0", None)] + [entry(f"n{i}", f"n{i - 1}") for i in range(1, 10_000)]
     assert entry_depths(chain)["n9999"] == 9_999
+
+
+def test_find_cycles_reports_each_cycle_once_from_where_it_closes():
+    from sessiontree.core.path import find_cycles
+
+    parent_of = {
+        "root": None,
+        "a": "root",
+        "x": "y",  # x -> y -> z -> x
+        "y": "z",
+        "z": "x",
+        "lead": "y",  # leads into that cycle: not a cycle of its own
+        "self": "self",
+        "lost": "gone",  # a missing parent ends the chain (read as a root)
+    }
+    assert list(find_cycles(parent_of)) == [["x", "y", "z"], ["self"]]
+    assert list(find_cycles({"a": None, "b": "a"})) == []

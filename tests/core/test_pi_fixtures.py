@@ -21,9 +21,8 @@ from sessiontree.core.pi_session_file import (
     load_entries_from_file,
     migrate_to_current_version,
     serialize_file,
-    split_header,
 )
-from tests.pi_fixtures import fixture_path, fixtures_dir, missing
+from tests.pi_fixtures import fixture_path, fixtures_dir, missing, split_header
 
 HEX8 = re.compile(r"^[0-9a-f]{8}$")
 

@@ -19,9 +19,8 @@ from sessiontree.core.pi_session_file import (
     parse_session_entries,
     serialize_file,
     serialize_line,
-    split_header,
-    write_new_session_file,
 )
+from tests.pi_fixtures import split_header
 
 HEX8 = re.compile(r"^[0-9a-f]{8}$")
 HEADER = {"type": "session", "version": 3, "id": "sess-1", "timestamp": "2026-04-19T00:00:00.000Z", "cwd": "/w"}
@@ -112,13 +111,6 @@ def test_load_skips_malformed_lines_and_torn_tail(tmp_path):
     path = tmp_path / "torn.jsonl"
     path.write_text(jsonl(HEADER, msg("a", None, "1")) + "garbage\n" + jsonl(msg("b", "a", "2")) + '{"type":', "utf-8")
     assert [e.get("id") for e in load_entries_from_file(path)] == ["sess-1", "a", "b"]
-
-
-def test_split_header():
-    header, entries = split_header([HEADER, msg("a", None, "1")])
-    assert header == HEADER
-    assert entries == [msg("a", None, "1")]
-    assert split_header([]) == (None, [])
 
 
 # --- migrate_to_current_version ---------------------------------------------
@@ -283,21 +275,6 @@ def test_append_to_an_empty_file_adds_no_leading_newline(tmp_path):
         append_lines(fd, [serialize_line(HEADER)])
     finally:
         os.close(fd)
-    assert path.read_bytes() == serialize_line(HEADER)
-
-
-def test_write_new_session_file(tmp_path):
-    path = tmp_path / "s.jsonl"
-    write_new_session_file(path, [HEADER, msg("a", None, "1")])
-    assert load_entries_from_file(path) == [HEADER, msg("a", None, "1")]
-    assert path.read_bytes().endswith(b"\n")
-
-
-def test_write_new_session_file_refuses_an_existing_file(tmp_path):
-    path = tmp_path / "s.jsonl"
-    path.write_bytes(serialize_line(HEADER))
-    with pytest.raises(FileExistsError):
-        write_new_session_file(path, [{**HEADER, "id": "other"}])
     assert path.read_bytes() == serialize_line(HEADER)
 
 

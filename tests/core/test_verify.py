@@ -120,10 +120,10 @@ def test_scan_of_a_headerless_or_empty_file():
 
 
 def test_the_real_pi_fixtures_are_clean():
-    from sessiontree.core.pi_session_file import migrate_to_current_version, parse_lines
+    from sessiontree.core.pi_session_file import migrate_to_current_version, parse_session_entries
     from tests.pi_fixtures import fixture_path
 
     for name in ("large-session.jsonl", "before-compaction.jsonl"):
-        objs = parse_lines(fixture_path(name).read_bytes())
+        objs = parse_session_entries(fixture_path(name).read_bytes())
         migrate_to_current_version(objs)
         assert tree_problems(objs[1:]) == [], name

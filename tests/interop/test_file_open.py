@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import shutil
 
+import orjson
 import pytest
 
 from sessiontree.core.errors import CorruptSessionTree
-from sessiontree.core.pi_session_file import load_entries_from_file, split_header
+from sessiontree.core.pi_session_file import load_entries_from_file
 from sessiontree.providers.file_provider import FileSessionTreeProvider, clear_index_cache
+from tests.pi_fixtures import split_header
 
 from .messages import assistant, user
 
@@ -61,3 +63,82 @@ def test_a_file_without_its_final_newline_loses_no_entry(pi, tmp_path):
     pis.write_bytes(data[:-1])
     assert pi.open(pis)["accepted"]
     assert pis.read_bytes() == data  # Pi repaired it on open
+
+
+# What makes a file a session: Pi 1.6.0 skips lines before the header that do
+# not parse (or parse to a value JavaScript counts as false); the first value
+# that is left must be the header. The kernel's reader decides the same
+# (tests/core/test_session_reader.py has the reasons).
+HEADER = {"type": "session", "version": 3, "id": "sess-first", "timestamp": "2026-01-02T03:04:05.678Z", "cwd": "/w"}
+ENTRY = {
+    "type": "message",
+    "id": "u0000001",
+    "parentId": None,
+    "timestamp": "2026-01-02T03:04:06.000Z",
+    "message": {"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 1767322800000},
+}
+FIRST_LINES = {
+    "garbage": b"this is not JSON",
+    "torn": b'{"type":"message","id":"x',
+    "null": b"null",
+    "false": b"false",
+    "zero": b"0",
+    "minus-zero": b"-0",
+    "empty-string": b'""',
+    "blank": b" \t",
+    "bom-header": b"\xef\xbb\xbf" + orjson.dumps(HEADER),
+    "invalid-utf8": b"\xff\xfe garbage",
+    "number": b"42",
+    "true": b"true",
+    "string": b'"text"',
+    "empty-array": b"[]",
+    "empty-object": b"{}",
+    "entry": orjson.dumps(ENTRY),
+    "header-without-string-id": orjson.dumps({**HEADER, "id": 7}),
+}
+
+
+@pytest.mark.parametrize("first", FIRST_LINES.values(), ids=FIRST_LINES.keys())
+def test_pi_and_we_agree_on_what_makes_a_file_a_session(pi, tmp_path, first):
+    path = tmp_path / "s.jsonl"
+    data = first + b"\n" + orjson.dumps(HEADER) + b"\n" + orjson.dumps(ENTRY) + b"\n"
+    path.write_bytes(data)
+    answer = pi.open(path)
+    ours = load_entries_from_file(path)
+    assert answer["accepted"] == bool(ours), answer
+    assert path.read_bytes() == data  # neither side touched it
+    provider = FileSessionTreeProvider()
+    shutil.copyfile(path, provider.root / "sess-first.jsonl")
+    if answer["accepted"]:
+        assert ours == [HEADER, ENTRY]
+        assert pi.read(path, leaves=[])["entries"] == [ENTRY]
+        provider.register_existing_file("sess-first")
+        assert provider.list_entries("sess-first") == [ENTRY]
+    else:
+        with pytest.raises(CorruptSessionTree, match="not a Pi session file"):
+            provider.register_existing_file("sess-first")
+
+
+def test_a_header_pi_parses_but_we_cannot_hold_is_refused_with_a_reason(pi, tmp_path):
+    # Known difference: JSON.parse keeps a lone surrogate, which no Python
+    # entry could write back; the file is refused (typed), never half-read.
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(orjson.dumps(HEADER)[:-1] + b',"note":"\\ud800"}\n' + orjson.dumps(ENTRY) + b"\n")
+    assert pi.open(path)["accepted"]
+    assert load_entries_from_file(path) == []
+    provider = FileSessionTreeProvider()
+    shutil.copyfile(path, provider.root / "sess-first.jsonl")
+    with pytest.raises(CorruptSessionTree, match="lone surrogate"):
+        provider.register_existing_file("sess-first")
+
+
+def test_invalid_utf8_in_an_entry_reads_as_pi_reads_it(pi, tmp_path):
+    # Pi decodes the file with replacement characters; so does our reader.
+    line = orjson.dumps({**ENTRY, "message": {**ENTRY["message"], "content": "caf\u00e9"}}).replace(
+        b"\xc3\xa9", b"\xe9"
+    )
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(orjson.dumps(HEADER) + b"\n" + line + b"\n")
+    pis = pi.read(path, leaves=[])["entries"]
+    assert pis[0]["message"]["content"] == "caf\ufffd"
+    assert load_entries_from_file(path)[1:] == pis

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from sessiontree.core.pi_session_file import load_entries_from_file, split_header
+from sessiontree.core.pi_session_file import load_entries_from_file
 from sessiontree.providers.file_provider import FileSessionTreeProvider
 from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
+from tests.pi_fixtures import split_header
 
 from .pi_scenarios import KEEP_RECENT_TOKENS, SCENARIOS
 from .views import compare_read, kernel_read, write_session_file

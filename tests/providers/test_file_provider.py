@@ -216,15 +216,21 @@ def test_hard_delete_removes_the_file_even_when_it_is_corrupt(provider):
 
 
 def test_growth_is_read_from_the_tail_only_and_an_append_reads_nothing(provider, monkeypatch):
-    from sessiontree.providers import file_provider
+    from sessiontree.core.session_reader import SessionReader
 
     session = provider.create_session(session_id="s1")
     for i in range(20):
         provider.append_message("s1", {"role": "user", "content": f"m{i}"})
     assert len(provider.list_entries("s1")) == 20  # cached now
     parsed: list[bytes] = []
-    real_parse = file_provider.parse_lines
-    monkeypatch.setattr(file_provider, "parse_lines", lambda data: parsed.append(bytes(data)) or real_parse(data))
+    real_feed = SessionReader.feed
+
+    def feed(reader, data, **options):
+        parsed.append(bytes(data))
+        return real_feed(reader, data, **options)
+
+    # Every read of a session file's bytes goes through the one reader.
+    monkeypatch.setattr(SessionReader, "feed", feed)
     # O(1) appends: no re-read of the file, whatever its length
     provider.append_message("s1", {"role": "user", "content": "mine"})
     assert parsed == []
@@ -233,6 +239,23 @@ def test_growth_is_read_from_the_tail_only_and_an_append_reads_nothing(provider,
         f.write(serialize_line(foreign))
     assert provider.list_entries("s1")[-1] == foreign
     assert parsed == [serialize_line(foreign)]  # just the appended tail
+
+
+def test_a_cold_context_read_moves_the_loaded_index_to_the_oldest_generation(provider):
+    """Regression: ``build_context`` pauses the collector around the storage's
+    load, and the load's own promotion of what it decoded was dropped, so the
+    first collection afterwards walked the whole new index (200 ms of a
+    fresh process's 700 at 100,000 entries, bench/bench_vs_pi.py)."""
+    import gc
+
+    provider.create_session(session_id="s1")
+    for i in range(5):
+        provider.append_message("s1", {"role": "user", "content": f"m{i}"})
+    clear_index_cache()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    provider.build_context("s1")
+    entry = provider.list_entries("s1")[0]  # the cached index's own entry
+    assert any(obj is entry for obj in gc.get_objects(generation=2))
 
 
 def test_a_line_written_without_our_lock_between_refresh_and_append_is_not_lost(provider, monkeypatch):

@@ -11,8 +11,16 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree.core.pi_session_file import load_entries_from_file, migrate_to_current_version
+from sessiontree.core.context_builder import build_session_context
+from sessiontree.core.path import get_path_to_leaf
+from sessiontree.core.pi_session_file import (
+    load_entries_from_file,
+    migrate_to_current_version,
+    new_session_header,
+)
 from sessiontree.providers.file_provider import FileSessionTreeProvider, clear_index_cache
+from tests.core.test_context_fast_paths import session_trees
+from tests.pi_fixtures import split_header
 
 # Whatever JSON can hold: any text (lone surrogates are not text), 64-bit
 # integers, finite floats, nested lists and objects.
@@ -106,3 +114,60 @@ def test_write_then_read_a_session_file_is_lossless(db, tmp_path, ops):
     leaf_id = provider.get_session(session_id)["leaf_entry_id"]
     path = provider.get_active_path(session_id)
     assert (path[-1]["id"] if path else None) == leaf_id
+
+
+# Odd files as Pi and other writers leave them: junk lines between entries,
+# other key orders, torn lines, a missing final newline, escaped ids.
+KEY_ORDERS = st.sampled_from(["pi"] * 12 + ["last"] * 4 + ["first"])
+JUNK = st.sampled_from([b"", b"\n", b"  \n", b"not json\n", b"[1]\n", b"null\n", b"torn"])
+# Before the header only what Pi skips there: a JSON value that is true would make it no session.
+BEFORE_HEADER = st.sampled_from([b"", b"\n", b"  \n", b"not json\n", b"null\n", b"0\n", b'{"type":"sess\n'])
+
+
+def line(entry: dict, order: str) -> bytes:
+    if order == "last":
+        rest = {k: v for k, v in entry.items() if k not in ("id", "parentId")}
+        entry = {**rest, "id": entry["id"], "parentId": entry["parentId"]}
+    elif order == "first":
+        entry = {"id": entry["id"], **{k: v for k, v in entry.items() if k != "id"}}
+    return orjson.dumps(entry) + b"\n"
+
+
+@st.composite
+def session_files(draw, session_id: str) -> bytes:
+    entries = draw(session_trees())
+    data = draw(BEFORE_HEADER) + orjson.dumps(new_session_header(session_id)) + b"\n"
+    for index, entry in enumerate(entries):
+        junk = draw(JUNK)
+        if junk == b"torn":
+            junk = orjson.dumps({**entry, "id": f"torn{index}"})[: draw(st.integers(1, 40))] + b"\n"
+        data += junk + line(entry, draw(KEY_ORDERS))
+    ending = draw(st.sampled_from(["newline", "no newline", "torn"]))
+    if ending == "no newline":
+        data = data[:-1]
+    elif ending == "torn":
+        data += b'{"type":"message","id":"last-torn","parentId":"x","mess'
+    return data
+
+
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_odd_files_read_as_the_kernel_reads_them_with_the_kernels_context(db, tmp_path, data):
+    """The file storage's reads (the one reader, then ``walk_path``) answer
+    what ``load_entries_from_file`` and the kernel's context answer, at the
+    default leaf and at other leaves."""
+    provider = FileSessionTreeProvider(root=tmp_path / "sessions")
+    session_id = f"odd-{next(session_numbers)}"
+    path = provider.path_for(session_id)
+    path.write_bytes(data.draw(session_files(session_id)))
+    entries = split_header(load_entries_from_file(path))[1]
+    provider.register_existing_file(session_id)
+    assert provider.list_entries(session_id) == entries
+    assert provider.build_context(session_id) == build_session_context(entries)
+    assert provider.get_active_path(session_id) == get_path_to_leaf(entries, entries[-1]["id"])
+    for leaf in entries[::5]:
+        assert provider.build_context(session_id, leaf["id"]) == build_session_context(entries, leaf["id"])

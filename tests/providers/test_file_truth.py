@@ -17,11 +17,12 @@ import pytest
 from django.db import OperationalError, connections
 
 from sessiontree.core.context_builder import build_session_context
-from sessiontree.core.pi_session_file import load_entries_from_file, serialize_line, split_header
+from sessiontree.core.pi_session_file import load_entries_from_file, serialize_line
 from sessiontree.models import AgentSession, AuditRecord
 from sessiontree.providers import file_provider as module
 from sessiontree.providers.file_provider import FileSessionTreeProvider, clear_index_cache
 from sessiontree.services import entries as entry_ops
+from tests.pi_fixtures import split_header
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -8,9 +8,10 @@ import pytest
 
 from sessiontree.core.context_builder import build_session_context
 from sessiontree.core.errors import EntryNotFound, InvalidEntry
-from sessiontree.core.pi_session_file import parse_session_entries, split_header
+from sessiontree.core.pi_session_file import parse_session_entries
 from sessiontree.selectors.export import export_entries, export_jsonl
 from tests.contract.conftest import PROVIDER_KINDS, make_provider
+from tests.pi_fixtures import split_header
 
 
 @pytest.fixture(params=PROVIDER_KINDS)

@@ -12,9 +12,10 @@ import pytest
 
 from sessiontree.core.compaction import CompactionSettings, estimate_context_tokens
 from sessiontree.core.context_builder import build_session_context
-from sessiontree.core.pi_session_file import load_entries_from_file, migrate_to_current_version, split_header
+from sessiontree.core.pi_session_file import load_entries_from_file, migrate_to_current_version
 from sessiontree.services import compact_session, fork_session
 from tests.pi_fixtures import fixture_path as pi_fixture_path
+from tests.pi_fixtures import split_header
 
 from .session_builders import RecordingSummarizer
 

@@ -10,7 +10,7 @@ import pytest
 
 from sessiontree import services
 from sessiontree.core.context_builder import build_session_context
-from sessiontree.core.pi_session_file import load_entries_from_file, migrate_to_current_version, parse_lines
+from sessiontree.core.pi_session_file import load_entries_from_file, migrate_to_current_version, parse_session_entries
 from sessiontree.models import AgentSession
 from sessiontree.providers.factory import get_provider
 from tests.pi_fixtures import fixture_path
@@ -35,8 +35,8 @@ def test_import_then_export_gives_back_the_source(db, tmp_path):
     # Pi's layout: the project folder from the cwd, the file named after creation time and id.
     assert files["sess-one"] == pi.pi_path(target, "sess-one")
     assert files["sess-one"].read_bytes() == one.read_bytes()  # byte for byte, unknown fields and types kept
-    v1_back = parse_lines(files["sess-v1"].read_bytes())
-    v1_source = parse_lines(v1.read_bytes())
+    v1_back = parse_session_entries(files["sess-v1"].read_bytes())
+    v1_source = parse_session_entries(v1.read_bytes())
     migrate_to_current_version(v1_source)
     assert v1_back[0] == v1_source[0]  # the header, extra fields kept, version 3
     assert [{k: v for k, v in e.items() if k not in ("id", "parentId", "firstKeptEntryId")} for e in v1_back[1:]] == [
@@ -110,14 +110,14 @@ def test_real_pi_fixtures_import_and_export_cleanly(db, tmp_path, name):
     assert report["summary"]["created"] == 1 and report["summary"]["failed"] == 0
     assert report["summary"]["malformed_lines"] == 0
     session_id = report["files"][0]["session_id"]
-    objs = parse_lines(fixture_path(name).read_bytes())
+    objs = parse_session_entries(fixture_path(name).read_bytes())
     assert len(stored(session_id)) == len(objs) - 1
     assert sync_json(source)["summary"]["unchanged"] == 1
 
     target = tmp_path / "target"
     sync(target, "--mode", "export")
     (path,) = target.rglob("*.jsonl")
-    back = parse_lines(path.read_bytes())
+    back = parse_session_entries(path.read_bytes())
     assert back[1:] == stored(session_id)
     header = dict(objs[0])
     assert back[0] == {"type": "session", "version": 3, **header}

@@ -13,7 +13,7 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
-from sessiontree.core.pi_session_file import parse_lines
+from sessiontree.core.pi_session_file import parse_session_entries
 from sessiontree.models import AgentSession, AuditRecord, SyncedFile
 from sessiontree.providers.factory import get_provider
 from sessiontree.sync.pi_files import folder_lock
@@ -48,7 +48,7 @@ def stored(session_id: str) -> list[dict]:
 
 
 def file_entries(path: Path) -> list[dict]:
-    return [obj for obj in parse_lines(path.read_bytes()) if obj.get("type") != "session"]
+    return [obj for obj in parse_session_entries(path.read_bytes()) if obj.get("type") != "session"]
 
 
 @pytest.fixture
@@ -412,3 +412,44 @@ def test_import_into_the_file_provider_copies_into_its_root(db, folder):
     assert copy.read_bytes() == path.read_bytes()  # Pi's bytes, branch included
     row = AgentSession.objects.get(session_id="sess-a")
     assert (row.provider, row.entry_count, row.branch_count, row.leaf_entry_id) == ("file", 11, 2, "s0000002")
+
+
+def test_reimport_asks_the_storage_what_the_session_holds(db, folder):
+    """Regression: sync decided on the meta row's ``entry_count``. A file
+    session whose file Pi appended to (no row update) looked untouched, and
+    ``--on-rewrite reimport`` replaced it, losing Pi's entry; the storage
+    (the file) says what it holds."""
+    entries = pi.branched_entries()
+    path = pi.write(folder / "a.jsonl", [pi.header("sess-a"), *entries[:3]])
+    sync(folder, "--provider", "file")
+    provider = get_provider("file")
+    with provider.path_for("sess-a").open("ab") as stored_file:  # Pi, resuming the session, appends
+        stored_file.write(pi.lines([pi.user("p0000001", entries[2]["id"], "typed in Pi", 9)]))
+    assert AgentSession.objects.get(session_id="sess-a").entry_count == 3  # the row has not seen it
+    pi.write(path, [pi.header("sess-a"), *entries[1:4]])
+    error, err = sync_error(folder, "--on-rewrite", "reimport")
+    assert error.returncode == 4
+    assert "session sess-a holds 4 entries, 3 after its import" in err
+    assert [e["id"] for e in provider.list_entries("sess-a")][-1] == "p0000001"
+
+
+def test_lines_before_the_header_are_skipped_as_pi_skips_them(db, folder):
+    """Regression: a file whose first line is garbage (or JSON ``null``) and
+    whose header follows opens in Pi 1.6.0; the import skipped it as "not a
+    Pi session file"."""
+    entries = pi.branched_entries()
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes(b"garbage\nnull\n" + pi.lines([pi.header("sess-a"), *entries]))
+    (folder / "b.jsonl").write_bytes(b"garbage\n42\n" + pi.lines([pi.header("sess-b"), *entries]))  # Pi refuses it
+    report = sync_json(folder)
+    by_path = {f["path"]: f for f in report["files"]}
+    assert by_path["a.jsonl"]["action"] == "created" and by_path["a.jsonl"]["malformed_lines"] == 2
+    assert stored("sess-a") == entries
+    assert by_path["b.jsonl"]["action"] == "skipped"
+    assert by_path["b.jsonl"]["reason"] == "not a Pi session file (its first JSON line is not a session header)"
+    # It grows: the tail is imported on top, the skipped lines are not counted twice.
+    with (folder / "a.jsonl").open("ab") as file:
+        file.write(pi.lines([pi.user("u9000001", entries[-1]["id"], "more", 99)]))
+    report = sync_json(folder)
+    assert report["summary"]["updated"] == 1 and report["summary"]["entries"] == 1
+    assert SyncedFile.objects.get(mode="import", session_id="sess-a").malformed_lines == 2

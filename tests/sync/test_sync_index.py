@@ -129,3 +129,20 @@ def test_malformed_lines_are_counted_when_indexing(db, folder):
     report = sync_json(folder, "--mode", "index")
     assert report["summary"]["malformed_lines"] == 1 and report["summary"]["created"] == 1
     assert AgentSession.objects.get(session_id="sess-a").entry_count == 5
+
+
+def test_lines_before_the_header_are_skipped_as_pi_skips_them(db, folder):
+    """Regression: index skipped a file whose header follows a garbage line."""
+    entries = pi.branched_entries()
+    folder.mkdir()
+    path = folder / "a.jsonl"
+    path.write_bytes(b"garbage\n" + pi.lines([pi.header("sess-a"), *entries]))
+    report = sync_json(folder, "--mode", "index")
+    assert report["summary"]["created"] == 1 and report["files"][0]["malformed_lines"] == 1
+    assert get_provider("file").list_entries("sess-a") == entries
+    assert AgentSession.objects.get(session_id="sess-a").title == "Second try"
+    with path.open("ab") as file:
+        file.write(b"not json either\n" + pi.lines([pi.user("u9000001", entries[-1]["id"], "more", 99)]))
+    report = sync_json(folder, "--mode", "index")
+    assert report["summary"]["updated"] == 1 and report["summary"]["entries"] == 1
+    assert SyncedFile.objects.get(mode="index", session_id="sess-a").malformed_lines == 2

@@ -15,11 +15,10 @@ import orjson
 import pytest
 from django.core.management import CommandError, call_command
 
-from sessiontree.core.pi_session_file import parse_lines
+from sessiontree.core.pi_session_file import parse_session_entries
 from sessiontree.models import AgentSession, AuditRecord, SyncedFile
 from sessiontree.providers.factory import get_provider
-from sessiontree.sync import folder as sync_folder_module
-from sessiontree.sync import pi_files
+from sessiontree.sync import pi_files, read_ahead
 from sessiontree.sync.folder import ReadAhead
 
 from . import pi_folder as pi
@@ -41,7 +40,7 @@ def stored(session_id: str) -> list[dict]:
 
 
 def file_entries(path: Path) -> list[dict]:
-    return [obj for obj in parse_lines(path.read_bytes()) if obj.get("type") != "session"]
+    return [obj for obj in parse_session_entries(path.read_bytes()) if obj.get("type") != "session"]
 
 
 def varied_entries(tag: str) -> list[dict]:
@@ -157,12 +156,13 @@ def test_a_read_failure_in_the_thread_mid_file_is_that_files_failure(db, folder,
     the failed batch is stored, and a re-run goes on from there."""
     monkeypatch.setattr(pi_files, "BATCH_ENTRIES", 4)
     monkeypatch.setattr(pi_files, "CHUNK_BYTES", 300)  # about one line a chunk
-    real = sync_folder_module.iter_batches
+    real = pi_files.iter_batches
     threads: list[str] = []
 
     def failing(fd, **kwargs):
+        start = kwargs["reader"].offset
         for number, batch in enumerate(real(fd, **kwargs)):
-            if number == 1 and kwargs["start"] == 0 and "sess-b" in str(batch.entries[0]):
+            if number == 1 and start == 0 and "sess-b" in str(batch.entries[0]):
                 threads.append(threading.current_thread().name)
                 raise OSError("disk went away")
             yield batch
@@ -171,7 +171,7 @@ def test_a_read_failure_in_the_thread_mid_file_is_that_files_failure(db, folder,
     for n in "abc":
         body = [{**e, "message": {**e["message"], "sid": f"sess-{n}"}} if "message" in e else e for e in entries]
         pi.write(folder / f"{n}.jsonl", [pi.header(f"sess-{n}"), *body])
-    monkeypatch.setattr(sync_folder_module, "iter_batches", failing)
+    monkeypatch.setattr(pi_files, "iter_batches", failing)
     report = sync_json(folder, fails=True)
     assert threads == ["sync-read-ahead"]
     by_path = {f["path"]: f for f in report["files"]}
@@ -185,7 +185,7 @@ def test_a_read_failure_in_the_thread_mid_file_is_that_files_failure(db, folder,
     mark = SyncedFile.objects.get(mode="import", session_id="sess-b")
     assert (mark.entry_count, mark.size) == (4, -1)  # not fully read: a re-run goes on
 
-    monkeypatch.setattr(sync_folder_module, "iter_batches", real)
+    monkeypatch.setattr(pi_files, "iter_batches", real)
     report = sync_json(folder)
     assert report["summary"]["updated"] == 1 and report["summary"]["entries"] == 7
     assert [e["id"] for e in stored("sess-b")] == [e["id"] for e in entries]
@@ -238,13 +238,13 @@ def test_the_read_ahead_thread_runs_nicer_than_the_import():
     seen: list[int] = []
 
     def probe() -> None:
-        sync_folder_module._yield_cpu()
+        read_ahead._yield_cpu()
         seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
 
     thread = threading.Thread(target=probe)
     thread.start()
     thread.join()
-    assert seen == [min(19, main + sync_folder_module.READ_AHEAD_NICENESS)]
+    assert seen == [min(19, main + read_ahead.READ_AHEAD_NICENESS)]
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == main  # the importing thread keeps its own
 
 
@@ -263,7 +263,7 @@ def test_the_switch_interval_is_short_while_reading_ahead_and_restored_after(db,
 
     monkeypatch.setattr(session_ops, "import_session", spy)
     assert sync_json(folder)["summary"]["created"] == 3
-    assert during == [min(before, sync_folder_module.READ_AHEAD_SWITCH_SECONDS)] * 3
+    assert during == [min(before, read_ahead.READ_AHEAD_SWITCH_SECONDS)] * 3
     assert sys.getswitchinterval() == before
     # Also when the import fails on the way.
     for n in "def":

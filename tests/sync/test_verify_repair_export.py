@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from sessiontree import services
 from sessiontree.core.context_builder import build_session_context
-from sessiontree.core.pi_session_file import parse_lines
+from sessiontree.core.pi_session_file import parse_session_entries
 from sessiontree.models import AgentSession, AuditRecord
 from sessiontree.providers.factory import get_provider
 from tests.contract.conftest import PROVIDER_KINDS
@@ -66,6 +66,21 @@ def test_verify_reports_each_problem_of_a_damaged_file(db, tmp_path):
         "sess-d: leaf_missing: the meta row's leaf nope0001 is not in the session",
         "sess-d: meta_mismatch: the meta row says entry_count 3 (entries say 11)",
         "verified 1 session(s): 5 problem(s)",
+    ]
+
+
+def test_verify_reads_past_lines_before_the_header_as_pi_does(db, tmp_path):
+    """Regression: verify took the first non-blank line for the header and
+    called a file Pi opens (garbage, then the header) "not a session"."""
+    path = tmp_path / "pi" / "g.jsonl"
+    path.parent.mkdir()
+    path.write_bytes(b"garbage\n" + pi.lines([pi.header("sess-g"), *pi.branched_entries()]))
+    services.sessions.register_file(session_id="sess-g", path=path, actor="t", channel="internal")
+    error, out = fails("verify_sessions", "--session", "sess-g")
+    assert error.returncode == 5
+    assert out.strip().splitlines() == [
+        "sess-g: malformed_line: line 1 is not a JSON object (skipped on load)",
+        "verified 1 session(s): 1 problem(s)",
     ]
 
 
@@ -140,16 +155,16 @@ def test_export_session_scopes(db, tmp_path, kind):
     make_session(kind)
     provider = get_provider(kind)
     out, _ = run("export_session", "sess-v")
-    objs = parse_lines(out)
+    objs = parse_session_entries(out)
     assert objs[0]["type"] == "session" and objs[0]["id"] == "sess-v"
     assert objs[1:] == provider.list_entries("sess-v")
-    active = parse_lines(run("export_session", "sess-v", "--active-path")[0])
+    active = parse_session_entries(run("export_session", "sess-v", "--active-path")[0])
     assert [e["id"] for e in active[1:]] == [e["id"] for e in provider.get_active_path("sess-v")]
     # Pi's loader takes the last entry as the leaf: the same context as the session's.
     assert build_session_context(active[1:]) == provider.build_context("sess-v")
-    old = parse_lines(run("export_session", "sess-v", "--active-path", "--leaf", "a0000002")[0])
+    old = parse_session_entries(run("export_session", "sess-v", "--active-path", "--leaf", "a0000002")[0])
     assert build_session_context(old[1:]) == provider.build_context("sess-v", "a0000002")
-    subtree = parse_lines(run("export_session", "sess-v", "--subtree", "u0000002")[0])
+    subtree = parse_session_entries(run("export_session", "sess-v", "--subtree", "u0000002")[0])
     assert [e["id"] for e in subtree[1:]] == [
         "m0000001",
         "u0000001",
@@ -165,7 +180,7 @@ def test_export_session_scopes(db, tmp_path, kind):
     assert out.startswith("Would create") and not target.exists()
     out, _ = run("export_session", "sess-v", "-o", target, "--json")
     assert orjson.loads(out)["action"] == "created" and orjson.loads(out)["entries"] == 11
-    assert parse_lines(target.read_bytes()) == objs
+    assert parse_session_entries(target.read_bytes()) == objs
     out, _ = run("export_session", "sess-v", "-o", target, "--active-path")
     assert out.startswith("Replaced")  # a subset of the same session's entries: nothing lost
 
