@@ -13,6 +13,7 @@ snake_case.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
@@ -25,6 +26,7 @@ from sessiontree.models import AgentSession
 from sessiontree.providers import meta
 from sessiontree.selectors.export import EXPORT_SCOPES
 from sessiontree.selectors.nested_tree import DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH
+from sessiontree.services import versions
 from sessiontree.services.tree import FORK_POSITIONS
 
 SESSION_ID_MAX_LENGTH = 64
@@ -82,6 +84,28 @@ class JSONObjectField(serializers.DictField):
         if self.limit_depth and json_depth_exceeds(value, limit):
             self.fail("too_deep", limit=limit)
         return dict(value)
+
+
+# The id a client may choose for a new entry (generated ids are 8 hex
+# characters, which match it): no '/', no whitespace, so that every new entry
+# can be named in a URL path. Entries read from Pi files keep whatever ids they have.
+NEW_ENTRY_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
+NEW_ENTRY_ID_RULE = "letters, digits, '.', '_', ':' or '-', starting with a letter or digit, at most 64 characters"
+_NEW_ENTRY_ID = re.compile(NEW_ENTRY_ID_PATTERN.removeprefix("^").removesuffix("$"))
+
+
+class NewEntryField(JSONObjectField):
+    """An entry to be appended: a JSON object whose ``id``, when the client
+    chooses one, follows ``NEW_ENTRY_ID_PATTERN`` (the kernel checks the rest)."""
+
+    default_error_messages = {"bad_id": f"An entry's id must be {NEW_ENTRY_ID_RULE} (leave it out to get one)."}
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        value = super().to_internal_value(data)
+        entry_id = value.get("id")
+        if entry_id is not None and not (isinstance(entry_id, str) and _NEW_ENTRY_ID.fullmatch(entry_id)):
+            self.fail("bad_id")
+        return value
 
 
 def session_id_field(**kwargs: Any) -> StrictCharField:
@@ -165,6 +189,13 @@ class SessionSerializer(serializers.Serializer):
     )
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
+    etag = serializers.CharField(
+        read_only=True,
+        help_text=(
+            "The session's version, as in the ETag header: send it as If-Match to make a write conditional "
+            "(412 precondition_failed if the session changed). Opaque: compare, never parse."
+        ),
+    )
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         session: SessionTreeSession = instance
@@ -172,6 +203,7 @@ class SessionSerializer(serializers.Serializer):
         data["metadata"] = data["metadata"] or {}
         for name in ("entry_count", "branch_count", "compaction_count"):
             data[name] = data[name] or 0
+        data["etag"] = versions.session_etag(session)
         return data
 
 
@@ -248,7 +280,7 @@ class EntrySerializer(serializers.Serializer):
 class EntryAppendSerializer(InputSerializer):
     """Exactly one of ``entry`` or ``message``."""
 
-    entry = JSONObjectField(
+    entry = NewEntryField(
         required=False, help_text="Any Pi entry; id, parentId and timestamp are filled in when absent."
     )
     message = JSONObjectField(required=False, help_text="An agent message; appended as a message entry.")
@@ -261,10 +293,35 @@ class EntryAppendSerializer(InputSerializer):
         return attrs
 
 
+MAX_BULK_ENTRIES = 1000
+
+
+class BulkAppendSerializer(InputSerializer):
+    """Several entries at once: all stored or none, each a child of the one before."""
+
+    entries = serializers.ListField(
+        child=NewEntryField(),
+        min_length=1,
+        max_length=MAX_BULK_ENTRIES,
+        help_text=(
+            f"Entries in order (at most {MAX_BULK_ENTRIES}): the first is a child of the leaf, each next one a "
+            'child of the one before; the last becomes the leaf. A message is {"type": "message", "message": …}.'
+        ),
+    )
+    expected_leaf_id = expected_leaf_field()
+
+
+class BulkAppendResultSerializer(serializers.Serializer):
+    entries = EntrySerializer(many=True, read_only=True, help_text="As stored, in order.")
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return {"entries": instance}
+
+
 class InFlightBeginSerializer(InputSerializer):
     """A streaming entry: the leaf until completed; nothing else may be appended meanwhile."""
 
-    entry = JSONObjectField(help_text="The entry as far as it is known (e.g. an assistant message, empty content).")
+    entry = NewEntryField(help_text="The entry as far as it is known (e.g. an assistant message, empty content).")
     expected_leaf_id = expected_leaf_field()
 
 
@@ -333,6 +390,7 @@ class ForkSerializer(InputSerializer):
     )
     new_session_id = session_id_field(required=False, help_text="The new session's id; default: a new UUIDv7.")
     title = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=255)
+    expected_leaf_id = expected_leaf_field()
 
 
 class CompactSerializer(InputSerializer):
@@ -341,6 +399,7 @@ class CompactSerializer(InputSerializer):
     custom_instructions = StrictCharField(
         required=False, allow_null=True, allow_blank=True, max_length=10_000, help_text="Added to the summary prompt."
     )
+    expected_leaf_id = expected_leaf_field()
 
 
 class NotCompactedSerializer(serializers.Serializer):

@@ -21,7 +21,8 @@ Modules:
   summary and label), fork before/at an entry, compact;
 - ``audit``: actors, channels and the record; ``operations``: the names of
   audited operations (constants);
-- ``hooks``: before/after hooks for navigate, fork and compact.
+- ``hooks``: before/after hooks for navigate, fork and compact;
+- ``versions``: the entity tags of sessions and entries (``If-Match``).
 
 Optimistic concurrency: every append and leaf move takes ``expected_leaf_id``;
 a leaf that moved is ``LeafConflict`` before anything is written.
@@ -29,7 +30,7 @@ a leaf that moved is ``LeafConflict`` before anything is written.
 
 from __future__ import annotations
 
-from . import audit, entries, hooks, operations, sessions, tree
+from . import audit, entries, hooks, operations, sessions, tree, versions
 from .audit import SYNC_ACTOR, SYSTEM_ACTOR, Actor, cli_actor
 from .hooks import (
     HookEvent,
@@ -64,4 +65,5 @@ __all__ = [
     "tree",
     "unregister_compaction_hook",
     "unregister_hook",
+    "versions",
 ]
