@@ -106,7 +106,8 @@ class SessionCursorPagination(CursorPagination):
             raise ValidationError({"cursor": [INVALID_CURSOR]})
         direction, offset, micros = found.groups()
         position = None if micros is None else str(_EPOCH + timedelta(microseconds=int(micros)))
-        return Cursor(offset=min(int(offset), self.offset_cutoff), reverse=direction == "r", position=position)
+        # DRF's Cursor holds the position as the text of the ordering field's value.
+        return Cursor(offset=min(int(offset), self.offset_cutoff), reverse=direction == "r", position=position)  # type: ignore[arg-type]
 
     def encode_cursor(self, cursor: Cursor) -> str:
         token = f"{'r' if cursor.reverse else 'n'}{cursor.offset}"
@@ -116,7 +117,7 @@ class SessionCursorPagination(CursorPagination):
             if moment.tzinfo is None:
                 moment = moment.replace(tzinfo=UTC)
             token += f"p{(moment - _EPOCH) // timedelta(microseconds=1)}"
-        return str(replace_query_param(self.base_url, self.cursor_query_param, token))
+        return str(replace_query_param(str(self.base_url), self.cursor_query_param, token))
 
     def get_paginated_response(self, data: Any) -> Response:
         return Response(
