@@ -17,10 +17,12 @@ import re
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
 from sessiontree.core.entries import DEFAULT_MAX_ENTRY_DEPTH, MAX_ENTRY_ID_LENGTH, json_depth_exceeds
-from sessiontree.core.errors import InvalidSessionId
+from sessiontree.core.errors import InvalidEntry, InvalidSessionId
 from sessiontree.core.types import SessionTreeSession
 from sessiontree.models import AgentSession
 from sessiontree.providers import meta
@@ -28,6 +30,8 @@ from sessiontree.selectors.export import EXPORT_SCOPES
 from sessiontree.selectors.nested_tree import DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH
 from sessiontree.services import versions
 from sessiontree.services.tree import FORK_POSITIONS
+
+from .entry_schema import NEW_ENTRY_ID_PATTERN, ref, schema_problem
 
 SESSION_ID_MAX_LENGTH = 64
 SESSION_STATUSES = tuple(AgentSession.Status.values)  # named StatusEnum in the schema (settings)
@@ -89,23 +93,51 @@ class JSONObjectField(serializers.DictField):
 # The id a client may choose for a new entry (generated ids are 8 hex
 # characters, which match it): no '/', no whitespace, so that every new entry
 # can be named in a URL path. Entries read from Pi files keep whatever ids they have.
-NEW_ENTRY_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$"
 NEW_ENTRY_ID_RULE = "letters, digits, '.', '_', ':' or '-', starting with a letter or digit, at most 64 characters"
 _NEW_ENTRY_ID = re.compile(NEW_ENTRY_ID_PATTERN.removeprefix("^").removesuffix("$"))
 
 
-class NewEntryField(JSONObjectField):
-    """An entry to be appended: a JSON object whose ``id``, when the client
-    chooses one, follows ``NEW_ENTRY_ID_PATTERN`` (the kernel checks the rest)."""
+class TypedObjectField(JSONObjectField):
+    """A JSON object that must be the schema's component ``component``
+    (``entry_schema``): the edge refuses what the schema refuses, as the
+    kernel would (``invalid_entry``: what an entry or message holds is the
+    kernel's word; the body's own shape stays ``invalid_input``)."""
 
-    default_error_messages = {"bad_id": f"An entry's id must be {NEW_ENTRY_ID_RULE} (leave it out to get one)."}
+    component = ""
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
         value = super().to_internal_value(data)
+        problem = schema_problem(value, self.component)
+        if problem is not None:
+            raise InvalidEntry(f"{self.field_name}: not a {self.component}: {problem}")
+        return value
+
+
+@extend_schema_field(ref("NewEntry"))
+class NewEntryField(TypedObjectField):
+    """An entry to be appended: one of Pi's entry types (``NewEntry``), whose
+    ``id``, when the client chooses one, follows ``NEW_ENTRY_ID_PATTERN``."""
+
+    component = "NewEntry"
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        value = JSONObjectField.to_internal_value(self, data)
         entry_id = value.get("id")
         if entry_id is not None and not (isinstance(entry_id, str) and _NEW_ENTRY_ID.fullmatch(entry_id)):
-            self.fail("bad_id")
-        return value
+            raise InvalidEntry(f"An entry's id must be {NEW_ENTRY_ID_RULE} (leave it out to get one), not {entry_id!r}")
+        return super().to_internal_value(value)
+
+
+@extend_schema_field(ref("Message"))
+class MessageField(TypedObjectField):
+    """An agent message (``Message``: typed by role)."""
+
+    component = "Message"
+
+
+@extend_schema_field(ref("InFlightPatch"))
+class InFlightPatchField(TypedObjectField):
+    component = "InFlightPatch"
 
 
 def session_id_field(**kwargs: Any) -> StrictCharField:
@@ -278,12 +310,12 @@ class EntrySerializer(serializers.Serializer):
 
 
 class EntryAppendSerializer(InputSerializer):
-    """Exactly one of ``entry`` or ``message``."""
+    """Exactly one of ``entry`` or ``message`` (the schema: ``APPEND_BODY``)."""
 
     entry = NewEntryField(
         required=False, help_text="Any Pi entry; id, parentId and timestamp are filled in when absent."
     )
-    message = JSONObjectField(required=False, help_text="An agent message; appended as a message entry.")
+    message = MessageField(required=False, help_text="An agent message; appended as a message entry.")
     expected_leaf_id = expected_leaf_field()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -291,6 +323,28 @@ class EntryAppendSerializer(InputSerializer):
         if ("entry" in attrs) == ("message" in attrs):
             raise serializers.ValidationError("Give exactly one of 'entry' or 'message'.")
         return attrs
+
+
+class AppendEntrySerializer(InputSerializer):
+    """An entry of any of Pi's types."""
+
+    entry = NewEntryField(help_text="id, parentId and timestamp are filled in when absent.")
+    expected_leaf_id = expected_leaf_field()
+
+
+class AppendMessageSerializer(InputSerializer):
+    """An agent message, stored as a message entry."""
+
+    message = MessageField()
+    expected_leaf_id = expected_leaf_field()
+
+
+APPEND_BODY = PolymorphicProxySerializer(
+    component_name="EntryAppend",
+    serializers=[AppendEntrySerializer, AppendMessageSerializer],
+    resource_type_field_name=None,
+    many=False,
+)
 
 
 MAX_BULK_ENTRIES = 1000
@@ -328,14 +382,24 @@ class InFlightBeginSerializer(InputSerializer):
 class InFlightPatchSerializer(InputSerializer):
     """Changes to the in-flight entry, and whether it is now complete."""
 
-    patch = JSONObjectField(
+    patch = InFlightPatchField(
         required=False, help_text="Top-level fields merged into the in-flight entry (id, parentId, type are fixed)."
     )
     complete = StrictBooleanField(required=False, default=False, help_text="true: store it for good.")
 
 
+# At most MAX_TYPES comma-separated names, none blank.
+TYPE_FILTER_PATTERN = r"^[ \t]*[^ \t,][^,]*(,[ \t]*[^ \t,][^,]*){0,19}$"
+
+
 class EntryListQuerySerializer(serializers.Serializer):
-    type = serializers.CharField(required=False, help_text="Only entries of these types (comma-separated).")
+    type = StrictCharField(
+        required=False,
+        validators=[
+            RegexValidator(TYPE_FILTER_PATTERN, message="Entry types, comma-separated (at most 20, none blank).")
+        ],
+        help_text="Only entries of these types (comma-separated, at most 20; or repeat the parameter).",
+    )
 
 
 # --- tree operations -----------------------------------------------------------------------
@@ -439,7 +503,7 @@ class ModelRefSerializer(serializers.Serializer):
 class ContextSerializer(serializers.Serializer):
     """What goes to the LLM at a leaf: Pi's messages, thinking level and model."""
 
-    messages = serializers.ListField(child=serializers.DictField(), read_only=True)
+    messages = serializers.ListField(child=MessageField(), read_only=True)
     thinking_level = serializers.CharField(read_only=True)
     model = ModelRefSerializer(allow_null=True, read_only=True)
     source_entry_ids = serializers.ListField(

@@ -535,7 +535,10 @@ MAX_TYPES = 20
 
 def _types(request: Request) -> list[str]:
     """The ``type`` filter: comma-separated and/or repeated, at most ``MAX_TYPES`` names."""
-    kinds = {kind.strip() for raw in request.query_params.getlist("type") for kind in raw.split(",") if kind.strip()}
+    raws = request.query_params.getlist("type")
+    for raw in raws:
+        parse(s.EntryListQuerySerializer, {"type": raw})  # none blank, at most MAX_TYPES in one
+    kinds = {kind.strip(" \t") for raw in raws for kind in raw.split(",")}
     if len(kinds) > MAX_TYPES:
         raise ValidationError({"type": [f"At most {MAX_TYPES} entry types."]})
     return sorted(kinds)
@@ -564,7 +567,7 @@ ENTRY_ID_PARAMETER = OpenApiParameter("entry_id", OpenApiTypes.STR, OpenApiParam
         tags=ENTRY_TAG,
         summary="Append an entry (or a message) at the leaf",
         parameters=ENTRY_PATH_PARAMETERS,
-        request=s.EntryAppendSerializer,
+        request=s.APPEND_BODY,
         responses={201: s.EntrySerializer},
     ),
     partial_update=extend_schema(

@@ -68,7 +68,7 @@ def test_a_chosen_entry_id_follows_the_rule(api: Api, kind: str, entry_id: objec
         (f"/api/sessions/{sid}/in-flight/", {"entry": entry}),
         (f"/api/sessions/{sid}/bulk-append/", {"entries": [entry]}),
     ]:
-        error_of(api.client.post(url, body, format="json"), 400, "invalid_input")
+        error_of(api.client.post(url, body, format="json"), 400, "invalid_entry")
     assert api.get(f"/api/sessions/{sid}/")["entry_count"] == 0
 
 

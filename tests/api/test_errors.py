@@ -60,8 +60,7 @@ HOSTILE_BODIES = [
     (b'{"entry": {"type": "custom", "customType": "x"}, "expected_leaf_id": {"a": 1}}', "invalid_input"),
     (b'{"message": {"role": "user"}, "unexpected": true}', "invalid_input"),
     (b'{"entry": {"type": 1}}', "invalid_entry"),
-    # An id that is not the rule for new entries is refused at the API edge (docs/api.md, "Entry ids").
-    (b'{"entry": {"type": "custom", "customType": "x", "id": ["no"]}}', "invalid_input"),
+    (b'{"entry": {"type": "custom", "customType": "x", "id": ["no"]}}', "invalid_entry"),
     (b'{"entry": {"type": "label", "targetId": {"x": 1}}}', "invalid_entry"),
     (b'{"entry": {"type": "message", "message": {"role": "user"}, "parentId": 5}}', "invalid_entry"),
 ]
