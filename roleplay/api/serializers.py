@@ -33,7 +33,7 @@ CHARACTER_ID_MAX_LENGTH = 255
 MAX_LISTED = 1_000_000
 REVIEW_STATUSES = ("pending", "accepted", "rejected")
 # RFC 6901: "/"-separated tokens, "~" only as "~0" or "~1" (or "", the whole document: allow_blank).
-JSON_POINTER_PATTERN = r"^(/([^~/]|~[01])*)+$"
+JSON_POINTER_PATTERN = r"^(/([^~/\x00]|~[01])*)+$"
 
 
 class PassThrough(serializers.Serializer):

@@ -44,7 +44,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def _page_size(request: Request, default: int, maximum: int) -> int:
     raw = request.query_params.get("page_size")
-    if raw in (None, ""):
+    if raw is None:
         return default
     if not (raw.isascii() and raw.isdigit()) or len(raw) > MAX_PAGE_SIZE_DIGITS:
         raise ValidationError({"page_size": ["A whole number is required."]})

@@ -21,7 +21,6 @@ from typing import Any
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.openapi import AutoSchema
 
-from .conditional import TAG_LIST_PATTERN
 from .entry_schema import COMPONENTS
 from .serializers import ErrorSerializer, InputSerializer
 
@@ -48,7 +47,8 @@ ERROR_DESCRIPTIONS = {
 SUMMARIZING_ACTIONS = {"navigate", "compact"}
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 JSON = "application/json"
-TAG_HEADER = {"type": "string", "pattern": TAG_LIST_PATTERN}
+# Entity tags ("…", W/"…", comma-separated) or *; a value naming none matches nothing.
+TAG_HEADER = {"type": "string"}
 ETAG_HEADER = {
     "schema": {"type": "string"},
     "description": "The version of the session or entry in the body (send it as If-Match or If-None-Match).",
@@ -85,8 +85,8 @@ class SessionTreeAutoSchema(AutoSchema):
         codes = [400, 401, 405, 406, 414, 431, 503]
         under_session = "{session_id}" in self.path
         writes = self.method not in SAFE_METHODS
-        if under_session:
-            codes.append(404)
+        if under_session or (self.method == "POST" and self.path == "/api/sessions/"):
+            codes.append(404)  # a session, an entry, or (create) an agent that does not exist
         if writes:
             codes += [403, 409, 413, 415, 422]
             if under_session:
@@ -168,7 +168,14 @@ IF_MATCH_ON_TAG = {
     ("patch", "/api/sessions/{session_id}/entries/{entry_id}/"),
 }
 
-S = "#/components/schemas/"
+# Query parameters whose schema says more than django-filter's extension can.
+QUERY_SCHEMAS = {
+    ("get", "/api/sessions/"): {
+        "agent": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
+        "user_id": {"type": "string", "minLength": 1, "maxLength": 191},
+        "search": {"type": "string", "minLength": 1, "maxLength": 255},
+    },
+}
 
 
 def _links() -> dict[tuple[str, str, str], dict[str, Any]]:
@@ -234,6 +241,10 @@ def _parameters(path: str, method: str, operation: dict[str, Any]) -> None:
             schema, description = PATH_PARAMETERS[parameter["name"]]
             parameter["schema"] = dict(schema)
             parameter.setdefault("description", description)
+    for parameter in parameters:
+        override = QUERY_SCHEMAS.get((method, path), {}).get(parameter["name"])
+        if parameter["in"] == "query" and override is not None:
+            parameter["schema"] = dict(override)
     writes = method not in ("get", "head", "options")
     if writes and "{session_id}" in path:
         whole = (method, path) in IF_MATCH_ON_TAG

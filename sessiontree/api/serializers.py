@@ -39,11 +39,17 @@ SESSION_STATUSES = tuple(AgentSession.Status.values)  # named StatusEnum in the 
 # --- strict fields ---------------------------------------------------------------------
 
 
+# DRF refuses a NUL in any text field: the schema says so.
+NO_NUL = RegexValidator(r"^[^\x00]*$", message="Null characters are not allowed.")
+
+
 class StrictCharField(serializers.CharField):
     """A JSON string, nothing else (DRF's own turns numbers into strings)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("trim_whitespace", False)
+        if not any(isinstance(v, RegexValidator) for v in kwargs.get("validators", [])):
+            kwargs["validators"] = [*kwargs.get("validators", []), NO_NUL]
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> str:
@@ -140,8 +146,12 @@ class InFlightPatchField(TypedObjectField):
     component = "InFlightPatch"
 
 
+# Pi 1.6.0's rule for a new session id (meta.SESSION_ID_RULE), for the schema.
+NEW_SESSION_ID = RegexValidator(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$", message=f"Use {meta.SESSION_ID_RULE}.")
+
+
 def session_id_field(**kwargs: Any) -> StrictCharField:
-    return StrictCharField(max_length=SESSION_ID_MAX_LENGTH, validators=[check_session_id], **kwargs)
+    return StrictCharField(max_length=SESSION_ID_MAX_LENGTH, validators=[NEW_SESSION_ID, check_session_id], **kwargs)
 
 
 def check_session_id(value: str) -> None:
@@ -389,7 +399,7 @@ class InFlightPatchSerializer(InputSerializer):
 
 
 # At most MAX_TYPES comma-separated names, none blank.
-TYPE_FILTER_PATTERN = r"^[ \t]*[^ \t,][^,]*(,[ \t]*[^ \t,][^,]*){0,19}$"
+TYPE_FILTER_PATTERN = r"^[ \t]*[^ \t,\x00][^,\x00]*(,[ \t]*[^ \t,\x00][^,\x00]*){0,19}$"
 
 
 class EntryListQuerySerializer(serializers.Serializer):

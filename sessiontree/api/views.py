@@ -12,6 +12,7 @@ otherwise), checks writes (403), and hands out the session's provider.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import chain
@@ -29,7 +30,14 @@ from rest_framework.viewsets import GenericViewSet
 
 from sessiontree import services
 from sessiontree.core.context_builder import UNSET
-from sessiontree.core.errors import LeafConflict, PreconditionFailed, SessionAlreadyExists, SessionNotFound
+from sessiontree.core.errors import (
+    NOT_FOUND,
+    LeafConflict,
+    PreconditionFailed,
+    SessionAlreadyExists,
+    SessionNotFound,
+    SessionTreeError,
+)
 from sessiontree.core.pi_session_file import gc_paused
 from sessiontree.core.types import Unset
 from sessiontree.models import Agent, AgentSession
@@ -57,6 +65,8 @@ from .permissions import (
 from .renderers import JSONRenderer, NDJSONRenderer, dumps
 
 CHANNEL = "api"
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 ID_PATTERN = "[^/]+"
 
 
@@ -68,6 +78,13 @@ def large_json(build: Callable[[], Any]) -> HttpResponse:
     with gc_paused():
         body = dumps(build())
     return HttpResponse(body, content_type=JSONRenderer.media_type)
+
+
+class AgentNotFound(SessionTreeError):
+    """A body names an agent that does not exist."""
+
+    code = "agent_not_found"
+    category = NOT_FOUND
 
 
 class SessionIdUnavailable(SessionAlreadyExists):
@@ -141,6 +158,14 @@ class SessionScopedViewSet(GenericViewSet):
             "actor": self.request.user,
             "channel": CHANNEL,
         }
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        # The form the schema states for Idempotency-Key, until the idempotency
+        # mechanism (docs/api.md, "Idempotency") reads the key itself.
+        key = request.headers.get("Idempotency-Key")
+        if request.method not in SAFE_METHODS and key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
+            raise ValidationError({"Idempotency-Key": ["1 to 255 printable ASCII characters (no spaces)."]})
 
     # --- conditional requests (If-Match, If-None-Match; docs/api.md "Versions") -------------
 
@@ -249,7 +274,7 @@ class SessionViewSet(SessionScopedViewSet):
         agent_id = data.pop("agent", None)
         agent = Agent.objects.filter(pk=agent_id).first() if agent_id is not None else None
         if agent_id is not None and agent is None:
-            raise ValidationError({"agent": [f"No agent with id {agent_id}."]})
+            raise AgentNotFound(f"No agent with id {agent_id}")
         with id_unavailable_if_taken():
             session = services.sessions.create_session(
                 actor=request.user,
