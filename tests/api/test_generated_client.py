@@ -243,7 +243,7 @@ def test_a_generated_client_plays_an_agent_session(generated: ModuleType, client
     listing = op("sessions_entries_list")
     page = listing.sync(sid, client=client, after=question.id, page_size=3)
     assert isinstance(page, m.PaginatedEntryList) and page.has_more is True
-    assert [e.id for e in page.results][0] == streaming.id
+    assert page.results[0].id == streaming.id
     cursor = httpx.URL(page.next_).params["cursor"]
     rest = listing.sync(sid, client=client, cursor=cursor, page_size=100)
     assert rest.has_more is False and rest.results[-1].id == compaction.id
