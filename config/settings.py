@@ -315,6 +315,12 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     # Two choice sets share a field name ("status"): a session's and a roleplay review's.
+    # Typed entries, headers, path patterns and links (sessiontree/api/schema.py), after
+    # drf-spectacular's own enum pass so that the entry components keep their one-value enums.
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "sessiontree.api.schema.postprocess",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "StatusEnum": "sessiontree.api.serializers.SESSION_STATUSES",
         "ReviewStatusEnum": "roleplay.api.serializers.REVIEW_STATUSES",

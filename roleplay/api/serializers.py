@@ -34,7 +34,7 @@ CHARACTER_ID_MAX_LENGTH = 255
 MAX_LISTED = 1_000_000
 REVIEW_STATUSES = ("pending", "accepted", "rejected")
 # RFC 6901: "/"-separated tokens, "~" only as "~0" or "~1" (or "", the whole document: allow_blank).
-JSON_POINTER_PATTERN = r"^(/([^~/]|~[01])*)+$"
+JSON_POINTER_PATTERN = r"^(/([^~/\x00]|~[01])*)+$"
 
 
 class PassThrough(serializers.Serializer):
@@ -124,6 +124,33 @@ class DecideSerializer(InputSerializer):
         help_text="Accept only: amend the proposed value first (an amendment entry, then the decision as its child).",
     )
     expected_leaf_id = expected_leaf_field()
+
+
+class AcceptSerializer(InputSerializer):
+    """Accept, optionally amending the proposed value first."""
+
+    decision = serializers.ChoiceField(choices=["accept"])
+    value = json_value(
+        required=False,
+        help_text="Amend the proposed value first (an amendment entry, then the decision as its child).",
+    )
+    expected_leaf_id = expected_leaf_field()
+
+
+class RejectSerializer(InputSerializer):
+    """Reject: no value (there is nothing to amend)."""
+
+    decision = serializers.ChoiceField(choices=["reject"])
+    expected_leaf_id = expected_leaf_field()
+
+
+# The schema of a decision: accept (with an optional value) or reject (without one).
+DECIDE_BODY = PolymorphicProxySerializer(
+    component_name="ReviewDecision",
+    serializers=[AcceptSerializer, RejectSerializer],
+    resource_type_field_name=None,
+    many=False,
+)
 
 
 class AmendSerializer(InputSerializer):

@@ -152,7 +152,7 @@ class RoleplayViewSet(RoleplayScopedViewSet):
         """One op inline (``op``, ``path``, ``value``, ``from``) or ``ops``, and a ``reason``. Appended at
         the leaf; the tree never moves. The ops must apply to the current state."""
         data = parse(s.CorrectionSerializer, request.data)
-        expected = data.pop("expected_leaf_id", UNSET)
+        expected = self.expected_leaf_id(data)
         entry = service.correct_state(
             provider=self.provider(),
             session_id=self.session_id,
@@ -172,7 +172,7 @@ class RoleplayViewSet(RoleplayScopedViewSet):
     def repairs(self, request: Request, session_id: str) -> Response:
         """The turn must be marked incomplete on this branch (see the state's ``incomplete_turns``)."""
         data = parse(s.RepairSerializer, request.data)
-        expected = data.pop("expected_leaf_id", UNSET)
+        expected = self.expected_leaf_id(data)
         entry = service.repair_turn(
             provider=self.provider(),
             session_id=self.session_id,
@@ -196,7 +196,7 @@ class RoleplayViewSet(RoleplayScopedViewSet):
             provider=self.provider(),
             session_id=self.session_id,
             reason=data.get("reason"),
-            expected_leaf_id=data.get("expected_leaf_id", UNSET),
+            expected_leaf_id=self.expected_leaf_id(data),
             **self.caller(),
         )
         return _created(entry)
@@ -236,7 +236,7 @@ class CheckpointViewSet(RoleplayScopedViewSet):
         entry = service.create_checkpoint(
             provider=self.provider(),
             session_id=self.session_id,
-            expected_leaf_id=data.get("expected_leaf_id", UNSET),
+            expected_leaf_id=self.expected_leaf_id(data),
             **self.caller(),
         )
         return _created(entry)
@@ -283,7 +283,7 @@ class ReviewViewSet(RoleplayScopedViewSet):
         tags=ROLEPLAY_TAG,
         summary="Accept (optionally with a new value) or reject a pending review",
         parameters=[REVIEW_ID_PARAMETER],
-        request=s.DecideSerializer,
+        request=s.DECIDE_BODY,
         responses={201: EntrySerializer},
     )
     @action(detail=True, methods=["post"])
@@ -297,7 +297,7 @@ class ReviewViewSet(RoleplayScopedViewSet):
             review_id=review_id,
             decision=data["decision"],
             value=data.get("value", UNSET),
-            expected_leaf_id=data.get("expected_leaf_id", UNSET),
+            expected_leaf_id=self.expected_leaf_id(data),
             **self.caller(),
         )
         return _created(entry)
@@ -318,7 +318,7 @@ class ReviewViewSet(RoleplayScopedViewSet):
             session_id=self.session_id,
             review_id=review_id,
             value=data["value"],
-            expected_leaf_id=data.get("expected_leaf_id", UNSET),
+            expected_leaf_id=self.expected_leaf_id(data),
             **self.caller(),
         )
         return _created(entry)

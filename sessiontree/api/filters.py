@@ -69,6 +69,15 @@ class SessionFilter(filters.FilterSet):
         # Not icontains: under MySQL's binary collation (utf8mb4_bin) LIKE is case-sensitive.
         return queryset.annotate(title_lower=Lower("title")).filter(title_lower__contains=value.lower())
 
+    def is_valid(self) -> bool:
+        # An empty value filters nothing: refused like any other unreadable one.
+        for name in self.filters:
+            if name in self.data and self.data.get(name) == "":
+                self.form.add_error(
+                    name if name in self.form.fields else None, "A value is required (or leave it out)."
+                )
+        return bool(super().is_valid())
+
     def filter_queryset(self, queryset: QuerySet[AgentSession]) -> QuerySet[AgentSession]:
         queryset = super().filter_queryset(queryset)
         if not self.form.cleaned_data.get("status"):

@@ -35,7 +35,7 @@ from sessiontree.services import moderation
 
 from .pagination import SessionCursorPagination
 from .permissions import VIEW_ALL, sees_all_sessions, visible_sessions
-from .serializers import EntrySerializer, InputSerializer, StrictCharField, entry_id_field
+from .serializers import EntrySerializer, InputSerializer, StrictCharField, entry_id_field, session_lookup_field
 from .views import CHANNEL, SessionScopedViewSet, parse
 
 FLAG_ENTRY = "sessiontree.flag_entry"
@@ -73,13 +73,18 @@ class FlagSerializer(serializers.Serializer):
 
 
 class FlagCreateSerializer(InputSerializer):
-    category = StrictCharField(help_text="One of SESSIONTREE_MODERATION_CATEGORIES (pii, harassment, … other).")
+    category = serializers.ChoiceField(choices=[], help_text="One of SESSIONTREE_MODERATION_CATEGORIES.")
     note = StrictCharField(required=False, allow_blank=True, max_length=moderation.MAX_NOTE)
     source = serializers.ChoiceField(  # type: ignore[assignment]  # a field named like a Field attribute
         choices=list(moderation.SOURCES),
         required=False,
         help_text="user_report (anyone who sees the session) or operator (needs flag_entry; its default).",
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The categories are a setting: read when the request (or the schema) is built.
+        self.fields["category"].choices = list(moderation.categories())  # type: ignore[attr-defined]
 
 
 class FlagResolveSerializer(InputSerializer):
@@ -89,9 +94,13 @@ class FlagResolveSerializer(InputSerializer):
 
 class FlagQuerySerializer(serializers.Serializer):
     status = serializers.ChoiceField(choices=list(ModerationFlag.Status.values), required=False)
-    category = StrictCharField(required=False, min_length=1, max_length=32)
+    category = serializers.ChoiceField(choices=[], required=False)
     source = StrictCharField(required=False, min_length=1, max_length=64)  # type: ignore[assignment]  # a field named like a Field attribute
-    session = StrictCharField(required=False, min_length=1, max_length=64)
+    session = session_lookup_field(required=False)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["category"].choices = list(moderation.categories())  # type: ignore[attr-defined]
 
 
 class HideSerializer(InputSerializer):

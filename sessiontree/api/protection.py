@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import PermissionDenied
@@ -41,7 +42,13 @@ class HeldSessionSerializer(SessionSerializer):
 
 
 class HoldSerializer(InputSerializer):
-    reason = StrictCharField(max_length=protection.MAX_REASON, help_text="Why the session must be kept.")
+    """Why the session is held."""
+
+    reason = StrictCharField(
+        max_length=protection.MAX_REASON,
+        validators=[RegexValidator(r"\S", "A reason needs more than blanks.")],
+        help_text="Why the session must be kept (not only blanks).",
+    )
 
 
 class SessionHoldViewSet(SessionScopedViewSet):

@@ -13,19 +13,25 @@ snake_case.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
 from sessiontree.core.entries import DEFAULT_MAX_ENTRY_DEPTH, MAX_ENTRY_ID_LENGTH, json_depth_exceeds
-from sessiontree.core.errors import InvalidSessionId
+from sessiontree.core.errors import InvalidEntry, InvalidSessionId
 from sessiontree.core.types import SessionTreeSession
 from sessiontree.models import AgentSession
 from sessiontree.providers import meta
 from sessiontree.selectors.export import EXPORT_SCOPES
 from sessiontree.selectors.nested_tree import DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH
+from sessiontree.services import versions
 from sessiontree.services.tree import FORK_POSITIONS
+
+from .entry_schema import NEW_ENTRY_ID_PATTERN, ref, schema_problem
 
 SESSION_ID_MAX_LENGTH = 64
 SESSION_STATUSES = tuple(AgentSession.Status.values)  # named StatusEnum in the schema (settings)
@@ -33,11 +39,17 @@ SESSION_STATUSES = tuple(AgentSession.Status.values)  # named StatusEnum in the 
 # --- strict fields ---------------------------------------------------------------------
 
 
+# DRF refuses a NUL in any text field: the schema says so.
+NO_NUL = RegexValidator(r"^[^\x00]*$", message="Null characters are not allowed.")
+
+
 class StrictCharField(serializers.CharField):
     """A JSON string, nothing else (DRF's own turns numbers into strings)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("trim_whitespace", False)
+        if not any(isinstance(v, RegexValidator) for v in kwargs.get("validators", [])):
+            kwargs["validators"] = [*kwargs.get("validators", []), NO_NUL]
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> str:
@@ -84,8 +96,62 @@ class JSONObjectField(serializers.DictField):
         return dict(value)
 
 
+# The id a client may choose for a new entry (generated ids are 8 hex
+# characters, which match it): no '/', no whitespace, so that every new entry
+# can be named in a URL path. Entries read from Pi files keep whatever ids they have.
+NEW_ENTRY_ID_RULE = "letters, digits, '.', '_', ':' or '-', starting with a letter or digit, at most 64 characters"
+_NEW_ENTRY_ID = re.compile(NEW_ENTRY_ID_PATTERN.removeprefix("^").removesuffix("$"))
+
+
+class TypedObjectField(JSONObjectField):
+    """A JSON object that must be the schema's component ``component``
+    (``entry_schema``): the edge refuses what the schema refuses, as the
+    kernel would (``invalid_entry``: what an entry or message holds is the
+    kernel's word; the body's own shape stays ``invalid_input``)."""
+
+    component = ""
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        value = super().to_internal_value(data)
+        problem = schema_problem(value, self.component)
+        if problem is not None:
+            raise InvalidEntry(f"{self.field_name}: not a {self.component}: {problem}")
+        return value
+
+
+@extend_schema_field(ref("NewEntry"))
+class NewEntryField(TypedObjectField):
+    """An entry to be appended: one of Pi's entry types (``NewEntry``), whose
+    ``id``, when the client chooses one, follows ``NEW_ENTRY_ID_PATTERN``."""
+
+    component = "NewEntry"
+
+    def to_internal_value(self, data: Any) -> dict[str, Any]:
+        value = JSONObjectField.to_internal_value(self, data)
+        entry_id = value.get("id")
+        if entry_id is not None and not (isinstance(entry_id, str) and _NEW_ENTRY_ID.fullmatch(entry_id)):
+            raise InvalidEntry(f"An entry's id must be {NEW_ENTRY_ID_RULE} (leave it out to get one), not {entry_id!r}")
+        return super().to_internal_value(value)
+
+
+@extend_schema_field(ref("Message"))
+class MessageField(TypedObjectField):
+    """An agent message (``Message``: typed by role)."""
+
+    component = "Message"
+
+
+@extend_schema_field(ref("InFlightPatch"))
+class InFlightPatchField(TypedObjectField):
+    component = "InFlightPatch"
+
+
+# Pi 1.6.0's rule for a new session id (meta.SESSION_ID_RULE), for the schema.
+NEW_SESSION_ID = RegexValidator(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$", message=f"Use {meta.SESSION_ID_RULE}.")
+
+
 def session_id_field(**kwargs: Any) -> StrictCharField:
-    return StrictCharField(max_length=SESSION_ID_MAX_LENGTH, validators=[check_session_id], **kwargs)
+    return StrictCharField(max_length=SESSION_ID_MAX_LENGTH, validators=[NEW_SESSION_ID, check_session_id], **kwargs)
 
 
 def check_session_id(value: str) -> None:
@@ -94,6 +160,26 @@ def check_session_id(value: str) -> None:
         meta.validate_session_id(value, new=True)
     except InvalidSessionId:
         raise serializers.ValidationError(f"Use {meta.SESSION_ID_RULE}.") from None
+
+
+# A session id to look up: Pi 1.6.0's rule for new sessions, and ids ending
+# in '-', '_' or '.' that earlier releases created (never "..").
+SESSION_ID_LOOKUP_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9_-]|\.[A-Za-z0-9_-])*\.?$"
+
+
+def session_lookup_field(**kwargs: Any) -> serializers.RegexField:
+    """A session id naming an existing session (a filter, a query)."""
+    return serializers.RegexField(
+        SESSION_ID_LOOKUP_PATTERN, max_length=SESSION_ID_MAX_LENGTH, validators=[check_lookup_id], **kwargs
+    )
+
+
+def check_lookup_id(value: str) -> None:
+    """A session id to look up (the rule for new ids, plus older ids' endings)."""
+    try:
+        meta.validate_session_id(value)
+    except InvalidSessionId as exc:
+        raise serializers.ValidationError(str(exc)) from None
 
 
 def entry_id_field(**kwargs: Any) -> StrictCharField:
@@ -165,6 +251,13 @@ class SessionSerializer(serializers.Serializer):
     )
     created_at = serializers.DateTimeField(read_only=True)
     updated_at = serializers.DateTimeField(read_only=True)
+    etag = serializers.CharField(
+        read_only=True,
+        help_text=(
+            "The session's version, as in the ETag header: send it as If-Match to make a write conditional "
+            "(412 precondition_failed if the session changed). Opaque: compare, never parse."
+        ),
+    )
 
     def to_representation(self, instance: Any) -> dict[str, Any]:
         session: SessionTreeSession = instance
@@ -172,6 +265,7 @@ class SessionSerializer(serializers.Serializer):
         data["metadata"] = data["metadata"] or {}
         for name in ("entry_count", "branch_count", "compaction_count"):
             data[name] = data[name] or 0
+        data["etag"] = versions.session_etag(session)
         return data
 
 
@@ -246,12 +340,12 @@ class EntrySerializer(serializers.Serializer):
 
 
 class EntryAppendSerializer(InputSerializer):
-    """Exactly one of ``entry`` or ``message``."""
+    """Exactly one of ``entry`` or ``message`` (the schema: ``APPEND_BODY``)."""
 
-    entry = JSONObjectField(
+    entry = NewEntryField(
         required=False, help_text="Any Pi entry; id, parentId and timestamp are filled in when absent."
     )
-    message = JSONObjectField(required=False, help_text="An agent message; appended as a message entry.")
+    message = MessageField(required=False, help_text="An agent message; appended as a message entry.")
     expected_leaf_id = expected_leaf_field()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -261,24 +355,81 @@ class EntryAppendSerializer(InputSerializer):
         return attrs
 
 
+class AppendEntrySerializer(InputSerializer):
+    """An entry of any of Pi's types."""
+
+    entry = NewEntryField(help_text="id, parentId and timestamp are filled in when absent.")
+    expected_leaf_id = expected_leaf_field()
+
+
+class AppendMessageSerializer(InputSerializer):
+    """An agent message, stored as a message entry."""
+
+    message = MessageField()
+    expected_leaf_id = expected_leaf_field()
+
+
+APPEND_BODY = PolymorphicProxySerializer(
+    component_name="EntryAppend",
+    serializers=[AppendEntrySerializer, AppendMessageSerializer],
+    resource_type_field_name=None,
+    many=False,
+)
+
+
+MAX_BULK_ENTRIES = 1000
+
+
+class BulkAppendSerializer(InputSerializer):
+    """Several entries at once: all stored or none, each a child of the one before."""
+
+    entries = serializers.ListField(
+        child=NewEntryField(),
+        min_length=1,
+        max_length=MAX_BULK_ENTRIES,
+        help_text=(
+            f"Entries in order (at most {MAX_BULK_ENTRIES}): the first is a child of the leaf, each next one a "
+            'child of the one before; the last becomes the leaf. A message is {"type": "message", "message": …}.'
+        ),
+    )
+    expected_leaf_id = expected_leaf_field()
+
+
+class BulkAppendResultSerializer(serializers.Serializer):
+    entries = EntrySerializer(many=True, read_only=True, help_text="As stored, in order.")
+
+    def to_representation(self, instance: Any) -> dict[str, Any]:
+        return {"entries": instance}
+
+
 class InFlightBeginSerializer(InputSerializer):
     """A streaming entry: the leaf until completed; nothing else may be appended meanwhile."""
 
-    entry = JSONObjectField(help_text="The entry as far as it is known (e.g. an assistant message, empty content).")
+    entry = NewEntryField(help_text="The entry as far as it is known (e.g. an assistant message, empty content).")
     expected_leaf_id = expected_leaf_field()
 
 
 class InFlightPatchSerializer(InputSerializer):
     """Changes to the in-flight entry, and whether it is now complete."""
 
-    patch = JSONObjectField(
+    patch = InFlightPatchField(
         required=False, help_text="Top-level fields merged into the in-flight entry (id, parentId, type are fixed)."
     )
     complete = StrictBooleanField(required=False, default=False, help_text="true: store it for good.")
 
 
+# At most MAX_TYPES comma-separated names, none blank.
+TYPE_FILTER_PATTERN = r"^[ \t]*[^ \t,\x00][^,\x00]*(,[ \t]*[^ \t,\x00][^,\x00]*){0,19}$"
+
+
 class EntryListQuerySerializer(serializers.Serializer):
-    type = serializers.CharField(required=False, help_text="Only entries of these types (comma-separated).")
+    type = StrictCharField(
+        required=False,
+        validators=[
+            RegexValidator(TYPE_FILTER_PATTERN, message="Entry types, comma-separated (at most 20, none blank).")
+        ],
+        help_text="Only entries of these types (comma-separated, at most 20; or repeat the parameter).",
+    )
 
 
 # --- tree operations -----------------------------------------------------------------------
@@ -333,6 +484,7 @@ class ForkSerializer(InputSerializer):
     )
     new_session_id = session_id_field(required=False, help_text="The new session's id; default: a new UUIDv7.")
     title = StrictCharField(required=False, allow_null=True, allow_blank=True, max_length=255)
+    expected_leaf_id = expected_leaf_field()
 
 
 class CompactSerializer(InputSerializer):
@@ -341,6 +493,7 @@ class CompactSerializer(InputSerializer):
     custom_instructions = StrictCharField(
         required=False, allow_null=True, allow_blank=True, max_length=10_000, help_text="Added to the summary prompt."
     )
+    expected_leaf_id = expected_leaf_field()
 
 
 class NotCompactedSerializer(serializers.Serializer):
@@ -359,7 +512,17 @@ class LabelSerializer(InputSerializer):
 
 
 class LeafQuerySerializer(serializers.Serializer):
-    leaf = entry_id_field(required=False, help_text="Any entry of the session; default: the session's leaf.")
+    leaf = entry_id_field(
+        required=False,
+        allow_blank=True,
+        min_length=1,  # in the schema, an id or the empty string (never both branches of its oneOf)
+        help_text="Any entry of the session; absent or empty: the session's leaf.",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("leaf") == "":
+            del attrs["leaf"]  # ``?leaf=`` asks for the session's leaf, as no leaf at all does
+        return attrs
 
 
 class PathSerializer(serializers.Serializer):
@@ -380,7 +543,7 @@ class ModelRefSerializer(serializers.Serializer):
 class ContextSerializer(serializers.Serializer):
     """What goes to the LLM at a leaf: Pi's messages, thinking level and model."""
 
-    messages = serializers.ListField(child=serializers.DictField(), read_only=True)
+    messages = serializers.ListField(child=MessageField(), read_only=True)
     thinking_level = serializers.CharField(read_only=True)
     model = ModelRefSerializer(allow_null=True, read_only=True)
     source_entry_ids = serializers.ListField(

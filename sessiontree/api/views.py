@@ -12,12 +12,13 @@ otherwise), checks writes (403), and hands out the session's provider.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import chain
 from typing import Any
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import HttpResponse, QueryDict, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import serializers, status
@@ -29,8 +30,16 @@ from rest_framework.viewsets import GenericViewSet
 
 from sessiontree import services
 from sessiontree.core.context_builder import UNSET
-from sessiontree.core.errors import SessionAlreadyExists, SessionNotFound
+from sessiontree.core.errors import (
+    NOT_FOUND,
+    LeafConflict,
+    PreconditionFailed,
+    SessionAlreadyExists,
+    SessionNotFound,
+    SessionTreeError,
+)
 from sessiontree.core.pi_session_file import gc_paused
+from sessiontree.core.types import Unset
 from sessiontree.models import Agent, AgentSession
 from sessiontree.providers import meta
 from sessiontree.providers.base import SessionTreeProvider
@@ -38,7 +47,10 @@ from sessiontree.providers.factory import get_provider
 from sessiontree.selectors.export import export_jsonl
 from sessiontree.selectors.nested_tree import nested_tree
 from sessiontree.selectors.sessions import session_detail
+from sessiontree.services import versions
+from sessiontree.services.versions import ExpectedTags
 
+from . import conditional
 from . import serializers as s
 from .filters import SessionFilter
 from .pagination import EntryCursorPagination, SessionCursorPagination
@@ -53,6 +65,8 @@ from .permissions import (
 from .renderers import JSONRenderer, NDJSONRenderer, dumps
 
 CHANNEL = "api"
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
 ID_PATTERN = "[^/]+"
 
 
@@ -64,6 +78,13 @@ def large_json(build: Callable[[], Any]) -> HttpResponse:
     with gc_paused():
         body = dumps(build())
     return HttpResponse(body, content_type=JSONRenderer.media_type)
+
+
+class AgentNotFound(SessionTreeError):
+    """A body names an agent that does not exist."""
+
+    code = "agent_not_found"
+    category = NOT_FOUND
 
 
 class SessionIdUnavailable(SessionAlreadyExists):
@@ -83,9 +104,35 @@ def id_unavailable_if_taken() -> Iterator[None]:
         ) from None
 
 
+def with_session_etag(data: dict[str, Any], *, status_code: int = status.HTTP_200_OK) -> Response:
+    """An answer whose body is one session: its tag in ``ETag`` (it is the body's ``etag`` too)."""
+    return Response(data, status=status_code, headers={"ETag": data["etag"]})
+
+
+def with_entry_etag(entry: dict[str, Any], *, status_code: int = status.HTTP_200_OK) -> Response:
+    """An answer whose body is one entry: its tag in ``ETag``."""
+    return Response(entry, status=status_code, headers={"ETag": versions.entry_etag(entry)})
+
+
+def not_modified(tag: str) -> Response:
+    return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": tag})
+
+
 def parse(serializer_class: type[serializers.Serializer], data: Any) -> dict[str, Any]:
-    """``data`` validated by ``serializer_class`` (400 with the field errors otherwise)."""
+    """``data`` validated by ``serializer_class`` (400 with the field errors otherwise).
+
+    A query parameter given empty (``?leaf=``) is refused unless its field
+    allows blanks: DRF reads an empty form value of an optional field as
+    "absent", which would quietly answer for the default instead."""
     serializer = serializer_class(data=data)
+    if isinstance(data, QueryDict):
+        blank = {
+            name: ["May not be empty."]
+            for name, field in serializer.fields.items()
+            if name in data and data.get(name) == "" and not getattr(field, "allow_blank", False)
+        }
+        if blank:
+            raise ValidationError(blank)
     serializer.is_valid(raise_exception=True)
     return dict(serializer.validated_data)
 
@@ -123,6 +170,53 @@ class SessionScopedViewSet(GenericViewSet):
             "actor": self.request.user,
             "channel": CHANNEL,
         }
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)
+        # The form the schema states for Idempotency-Key, until the idempotency
+        # mechanism (docs/api.md, "Idempotency") reads the key itself.
+        key = request.headers.get("Idempotency-Key")
+        if request.method not in SAFE_METHODS and key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
+            raise ValidationError({"Idempotency-Key": ["1 to 255 printable ASCII characters (no spaces)."]})
+
+    # --- conditional requests (If-Match, If-None-Match; docs/api.md "Versions") -------------
+
+    def if_match(self) -> ExpectedTags | None:
+        """What the request's ``If-Match`` expects, ``None`` without one."""
+        if not hasattr(self, "_if_match"):
+            self._if_match = conditional.if_match(self.request)
+        return self._if_match
+
+    def expected_leaf_id(self, data: dict[str, Any]) -> str | None | Unset:
+        """A tree write's expected leaf: the body's ``expected_leaf_id``, the
+        leaf of the ``If-Match`` tag, or both when they agree (400 otherwise).
+        ``data`` loses ``expected_leaf_id`` (roleplay payloads go on as they are)."""
+        body = data.pop("expected_leaf_id", UNSET)
+        tags = self.if_match()
+        if tags is None:
+            return body
+        tag_leaf = tags.expected_leaf_id()
+        self._leaf_from_tag = tag_leaf
+        return versions.check_leaf_agrees(body, tag_leaf)
+
+    def expected_etag(self) -> ExpectedTags | Unset:
+        """A write to the session itself (or to one entry) compares the whole tag."""
+        tags = self.if_match()
+        return UNSET if tags is None else tags
+
+    def handle_exception(self, exc: Exception) -> Response:
+        # The leaf of an If-Match tag was checked as expected_leaf_id: a leaf
+        # that moved is a stale tag (412); a conflict at the expected leaf
+        # (an entry still streaming there) stays a conflict (409).
+        tag_leaf = getattr(self, "_leaf_from_tag", UNSET)
+        if isinstance(exc, LeafConflict) and not isinstance(tag_leaf, Unset):
+            session = self.provider().get_session(self.session_id)
+            if session is None or session["leaf_entry_id"] != tag_leaf:
+                exc = PreconditionFailed(
+                    f"Session {self.session_id} is no longer at the version If-Match names (its leaf moved); "
+                    "read it again for its ETag"
+                )
+        return super().handle_exception(exc)
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         # An error is JSON even where the success would have been Pi JSONL.
@@ -192,7 +286,7 @@ class SessionViewSet(SessionScopedViewSet):
         agent_id = data.pop("agent", None)
         agent = Agent.objects.filter(pk=agent_id).first() if agent_id is not None else None
         if agent_id is not None and agent is None:
-            raise ValidationError({"agent": [f"No agent with id {agent_id}."]})
+            raise AgentNotFound(f"No agent with id {agent_id}")
         with id_unavailable_if_taken():
             session = services.sessions.create_session(
                 actor=request.user,
@@ -202,24 +296,27 @@ class SessionViewSet(SessionScopedViewSet):
                 user_id=user_id,
                 **data,
             )
-        return Response(s.SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+        return with_session_etag(s.SessionSerializer(session).data, status_code=status.HTTP_201_CREATED)
 
     def retrieve(self, request: Request, session_id: str) -> Response:
         """Meta, leaf, counts, the in-flight entry, the parent session and the forks (``children``)."""
         session = session_detail(self.provider(), self.session_id)
+        tag = versions.session_etag(session)
+        if conditional.none_match(request, tag):
+            return not_modified(tag)
         session["children"] = list(
             visible_sessions(request.user)
             .filter(parent_id=self.session_row().pk)
             .order_by("created_at", "id")
             .values_list("session_id", flat=True)
         )
-        return Response(s.SessionDetailSerializer(session).data)
+        return with_session_etag(s.SessionDetailSerializer(session).data)
 
     def partial_update(self, request: Request, session_id: str) -> Response:
         """Only ``title`` and ``metadata`` can change; the tree never does through this."""
         data = parse(s.SessionUpdateSerializer, request.data)
-        session = services.sessions.update_session(**self.writing(), **data)
-        return Response(s.SessionSerializer(session).data)
+        session = services.sessions.update_session(**self.writing(), expected_etag=self.expected_etag(), **data)
+        return with_session_etag(s.SessionSerializer(session).data)
 
     def destroy(self, request: Request, session_id: str) -> Response:
         """Soft by default (status ``deleted``: readable, closed to writes, restorable).
@@ -227,20 +324,22 @@ class SessionViewSet(SessionScopedViewSet):
         hard = parse(s.HardDeleteQuerySerializer, request.query_params).get("hard") in ("true", "1")
         if hard and not may_hard_delete(request.user):
             raise PermissionDenied("A hard delete needs the hard_delete_session permission.")
-        services.sessions.delete_session(**self.writing(), hard=hard)
+        services.sessions.delete_session(**self.writing(), hard=hard, expected_etag=self.expected_etag())
         return Response(status=status.HTTP_204_NO_CONTENT)
 
     @extend_schema(tags=SESSION_TAG, summary="Archive (read-only until restored)", request=None)
     @action(detail=True, methods=["post"])
     def archive(self, request: Request, session_id: str) -> Response:
         """Readable, closed to writes until restored."""
-        return Response(s.SessionSerializer(services.sessions.archive_session(**self.writing())).data)
+        session = services.sessions.archive_session(**self.writing(), expected_etag=self.expected_etag())
+        return with_session_etag(s.SessionSerializer(session).data)
 
     @extend_schema(tags=SESSION_TAG, summary="Restore an archived or deleted session", request=None)
     @action(detail=True, methods=["post"])
     def restore(self, request: Request, session_id: str) -> Response:
         """Back to ``active`` from ``archived`` or (soft) ``deleted``."""
-        return Response(s.SessionSerializer(services.sessions.restore_session(**self.writing())).data)
+        session = services.sessions.restore_session(**self.writing(), expected_etag=self.expected_etag())
+        return with_session_etag(s.SessionSerializer(session).data)
 
     # --- entries that are not plain appends ----------------------------------------------
 
@@ -256,9 +355,25 @@ class SessionViewSet(SessionScopedViewSet):
         ``entries/{entry_id}/`` as it streams and complete it there."""
         data = parse(s.InFlightBeginSerializer, request.data)
         entry = services.entries.begin_in_flight(
-            **self.writing(), entry=data["entry"], expected_leaf_id=data.get("expected_leaf_id", UNSET)
+            **self.writing(), entry=data["entry"], expected_leaf_id=self.expected_leaf_id(data)
         )
-        return Response(entry, status=status.HTTP_201_CREATED)
+        return with_entry_etag(entry, status_code=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        tags=ENTRY_TAG,
+        summary="Append several entries at once (all or none)",
+        request=s.BulkAppendSerializer,
+        responses={201: s.BulkAppendResultSerializer},
+    )
+    @action(detail=True, methods=["post"], url_path="bulk-append")
+    def bulk_append(self, request: Request, session_id: str) -> Response:
+        """Each entry is a child of the one before (the first of the leaf); the last becomes the
+        leaf. One refused entry refuses them all: nothing is stored."""
+        data = parse(s.BulkAppendSerializer, request.data)
+        entries = services.entries.append_entries(
+            **self.writing(), entries=data["entries"], expected_leaf_id=self.expected_leaf_id(data)
+        )
+        return Response(s.BulkAppendResultSerializer(entries).data, status=status.HTTP_201_CREATED)
 
     # --- moving in the tree --------------------------------------------------------------
 
@@ -273,9 +388,9 @@ class SessionViewSet(SessionScopedViewSet):
         """History is never rewritten: the next entry becomes a child of ``entry_id``."""
         data = parse(s.SwitchLeafSerializer, request.data)
         session = services.tree.switch_leaf(
-            **self.writing(), entry_id=data["entry_id"], expected_leaf_id=data.get("expected_leaf_id", UNSET)
+            **self.writing(), entry_id=data["entry_id"], expected_leaf_id=self.expected_leaf_id(data)
         )
-        return Response(s.SessionSerializer(session).data)
+        return with_session_etag(s.SessionSerializer(session).data)
 
     @extend_schema(
         tags=TREE_TAG,
@@ -287,8 +402,8 @@ class SessionViewSet(SessionScopedViewSet):
     def reset_leaf(self, request: Request, session_id: str) -> Response:
         """The next entry starts a new root."""
         data = parse(s.ResetLeafSerializer, request.data)
-        session = services.tree.reset_leaf(**self.writing(), expected_leaf_id=data.get("expected_leaf_id", UNSET))
-        return Response(s.SessionSerializer(session).data)
+        session = services.tree.reset_leaf(**self.writing(), expected_leaf_id=self.expected_leaf_id(data))
+        return with_session_etag(s.SessionSerializer(session).data)
 
     @extend_schema(
         tags=TREE_TAG,
@@ -309,7 +424,7 @@ class SessionViewSet(SessionScopedViewSet):
             summarize=data["summarize"],
             label=data.get("label"),
             custom_instructions=data.get("custom_instructions"),
-            expected_leaf_id=data.get("expected_leaf_id", UNSET),
+            expected_leaf_id=self.expected_leaf_id(data),
             actor=request.user,
             channel=CHANNEL,
         )
@@ -334,10 +449,11 @@ class SessionViewSet(SessionScopedViewSet):
                 position=data["position"],
                 new_session_id=data.get("new_session_id"),
                 title=data.get("title"),
+                expected_leaf_id=self.expected_leaf_id(data),
                 actor=request.user,
                 channel=CHANNEL,
             )
-        return Response(s.SessionSerializer(session).data, status=status.HTTP_201_CREATED)
+        return with_session_etag(s.SessionSerializer(session).data, status_code=status.HTTP_201_CREATED)
 
     @extend_schema(
         tags=TREE_TAG,
@@ -353,6 +469,7 @@ class SessionViewSet(SessionScopedViewSet):
             provider=self.provider(),
             session_id=self.session_id,
             custom_instructions=data.get("custom_instructions"),
+            expected_leaf_id=self.expected_leaf_id(data),
             actor=request.user,
             channel=CHANNEL,
         )
@@ -374,7 +491,7 @@ class SessionViewSet(SessionScopedViewSet):
             **self.writing(),
             target_id=data["target_id"],
             label=data["label"],
-            expected_leaf_id=data.get("expected_leaf_id", UNSET),
+            expected_leaf_id=self.expected_leaf_id(data),
         )
         return Response(entry, status=status.HTTP_201_CREATED)
 
@@ -455,7 +572,10 @@ MAX_TYPES = 20
 
 def _types(request: Request) -> list[str]:
     """The ``type`` filter: comma-separated and/or repeated, at most ``MAX_TYPES`` names."""
-    kinds = {kind.strip() for raw in request.query_params.getlist("type") for kind in raw.split(",") if kind.strip()}
+    raws = request.query_params.getlist("type")
+    for raw in raws:
+        parse(s.EntryListQuerySerializer, {"type": raw})  # none blank, at most MAX_TYPES in one
+    kinds = {kind.strip(" \t") for raw in raws for kind in raw.split(",")}
     if len(kinds) > MAX_TYPES:
         raise ValidationError({"type": [f"At most {MAX_TYPES} entry types."]})
     return sorted(kinds)
@@ -484,7 +604,7 @@ ENTRY_ID_PARAMETER = OpenApiParameter("entry_id", OpenApiTypes.STR, OpenApiParam
         tags=ENTRY_TAG,
         summary="Append an entry (or a message) at the leaf",
         parameters=ENTRY_PATH_PARAMETERS,
-        request=s.EntryAppendSerializer,
+        request=s.APPEND_BODY,
         responses={201: s.EntrySerializer},
     ),
     partial_update=extend_schema(
@@ -513,13 +633,17 @@ class EntryViewSet(SessionScopedViewSet):
 
     def retrieve(self, request: Request, session_id: str, entry_id: str) -> Response:
         """The entry as stored (Pi's camelCase fields)."""
-        return Response(self.provider().get_entry(self.session_id, entry_id))
+        entry = self.provider().get_entry(self.session_id, entry_id)
+        tag = versions.entry_etag(entry)
+        if conditional.none_match(request, tag):
+            return not_modified(tag)
+        return with_entry_etag(entry)
 
     def create(self, request: Request, session_id: str) -> Response:
         """The new entry is a child of the leaf and becomes the leaf; ``id``, ``parentId`` and
         ``timestamp`` are filled in. ``expected_leaf_id`` makes it conditional (409 if the leaf moved)."""
         data = parse(s.EntryAppendSerializer, request.data)
-        expected = data.get("expected_leaf_id", UNSET)
+        expected = self.expected_leaf_id(data)
         if "message" in data:
             entry = services.entries.append_message(
                 **self.writing(), message=data["message"], expected_leaf_id=expected
@@ -532,6 +656,10 @@ class EntryViewSet(SessionScopedViewSet):
         """Only the in-flight entry changes; a completed one answers 409 ``immutable_entry``."""
         data = parse(s.InFlightPatchSerializer, request.data)
         entry = services.entries.update_in_flight(
-            **self.writing(), entry_id=entry_id, patch=data.get("patch", {}), complete=data["complete"]
+            **self.writing(),
+            entry_id=entry_id,
+            patch=data.get("patch", {}),
+            complete=data["complete"],
+            expected_etag=self.expected_etag(),
         )
-        return Response(entry)
+        return with_entry_etag(entry)

@@ -12,6 +12,7 @@ message always names the offending session or entry id.
 | ``too_large``   | an entry or body beyond the size limits   | 413  | 2    |
 | ``not_found``   | unknown session or entry                  | 404  | 3    |
 | ``conflict``    | leaf moved, entry immutable, session closed | 409 | 4   |
+| ``precondition`` | a conditional request's tag does not match | 412  | 4    |
 | ``corrupt``     | stored data is damaged (operator's job)   | 500  | 5    |
 | ``unavailable`` | storage cannot be reached right now       | 503  | 6    |
 | ``upstream``    | a summarizer back end failed              | 502  | 7    |
@@ -32,6 +33,7 @@ BAD_INPUT: Final = "bad_input"
 TOO_LARGE: Final = "too_large"
 NOT_FOUND: Final = "not_found"
 CONFLICT: Final = "conflict"
+PRECONDITION: Final = "precondition"
 CORRUPT: Final = "corrupt"
 UNAVAILABLE: Final = "unavailable"
 UPSTREAM: Final = "upstream"
@@ -42,6 +44,8 @@ CATEGORIES: Final[dict[str, Category]] = {
     TOO_LARGE: Category(TOO_LARGE, 413, 2),
     NOT_FOUND: Category(NOT_FOUND, 404, 3),
     CONFLICT: Category(CONFLICT, 409, 4),
+    # A stale tag is a conflict the caller asked to be told apart (HTTP If-Match).
+    PRECONDITION: Category(PRECONDITION, 412, 4),
     CORRUPT: Category(CORRUPT, 500, 5),
     UNAVAILABLE: Category(UNAVAILABLE, 503, 6),
     UPSTREAM: Category(UPSTREAM, 502, 7),
@@ -140,6 +144,14 @@ class ImmutableEntry(SessionTreeError):
 class LeafConflict(SessionTreeError):
     code = "leaf_conflict"
     category = CONFLICT
+
+
+class PreconditionFailed(SessionTreeError):
+    """The version the caller names (an HTTP ``If-Match`` tag) is not the
+    session's or entry's current one: nothing was written."""
+
+    code = "precondition_failed"
+    category = PRECONDITION
 
 
 class SessionClosed(SessionTreeError):

@@ -11,6 +11,7 @@ from collections.abc import Collection
 from itertools import islice
 from typing import NamedTuple
 
+from sessiontree.core.errors import EntryNotFound
 from sessiontree.core.types import Entry
 from sessiontree.providers.base import SessionTreeProvider
 
@@ -18,6 +19,7 @@ from sessiontree.providers.base import SessionTreeProvider
 class EntryPage(NamedTuple):
     entries: list[Entry]
     has_more: bool
+    offset: int  # where the page starts (among entries of the types asked for)
 
 
 def entry_page(
@@ -27,18 +29,29 @@ def entry_page(
     offset: int,
     limit: int,
     types: Collection[str] | None = None,
+    after: str | None = None,
 ) -> EntryPage:
     """Entries ``offset`` … ``offset + limit - 1`` in append order (the
     in-flight entry last), counting only entries of ``types`` when given.
+    ``after``: the page starts after that entry instead (``EntryNotFound``
+    if the session has none), whatever its type.
 
     Without ``types`` only the page's payloads are read: the skeleton
     (``view.parents()``, append order) gives the page's ids.
     """
     with provider.read(session_id) as view:
+        order = view.parents() if after is not None or not types else {}
+        if after is not None and after not in order:
+            raise EntryNotFound(f"Entry {after} not found in session {session_id}")
         if types:
             matching = view.all_entries(types=types)
+            if after is not None:
+                position = {entry_id: index for index, entry_id in enumerate(order)}
+                offset = sum(1 for entry in matching if position[entry["id"]] <= position[after])
             window = matching[offset : offset + limit + 1]
         else:
-            ids = list(islice(iter(view.parents()), offset, offset + limit + 1))
+            if after is not None:
+                offset = next(index for index, entry_id in enumerate(order) if entry_id == after) + 1
+            ids = list(islice(iter(order), offset, offset + limit + 1))
             window = view.entries(ids)
-    return EntryPage(window[:limit], len(window) > limit)
+    return EntryPage(window[:limit], len(window) > limit, offset)

@@ -23,7 +23,8 @@ Modules:
   audited operations (constants);
 - ``hooks``: before/after hooks for navigate, fork and compact;
 - ``moderation``: flags beside the tree, hide/unhide (``context_edit``);
-- ``protection`` (and ``holds``): legal holds, retention.
+- ``protection`` (and ``holds``): legal holds, retention;
+- ``versions``: the entity tags of sessions and entries (``If-Match``).
 
 Optimistic concurrency: every append and leaf move takes ``expected_leaf_id``;
 a leaf that moved is ``LeafConflict`` before anything is written.
@@ -31,7 +32,7 @@ a leaf that moved is ``LeafConflict`` before anything is written.
 
 from __future__ import annotations
 
-from . import audit, entries, holds, hooks, moderation, operations, protection, sessions, tree
+from . import audit, entries, holds, hooks, moderation, operations, protection, sessions, tree, versions
 from .audit import SYNC_ACTOR, SYSTEM_ACTOR, Actor, cli_actor
 from .hooks import (
     HookEvent,
@@ -69,4 +70,5 @@ __all__ = [
     "tree",
     "unregister_compaction_hook",
     "unregister_hook",
+    "versions",
 ]

@@ -9,21 +9,50 @@ stored all together or not at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
 from sessiontree.core import entries as build
-from sessiontree.core.errors import BadInput, LeafConflict
+from sessiontree.core.errors import CONFLICT, BadInput, EntryNotFound, LeafConflict, SessionTreeError
 from sessiontree.core.types import UNSET, Entry, Unset
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.template import SessionWriter
 
+from . import versions
 from ._common import audit_writer, provider_for, set_times, who
 from .audit import describe_entry
 from .operations import Operation
 
 Expected = str | None | Unset
+
+
+class EntryIdTaken(SessionTreeError):
+    """A new entry names an id the session holds already: the request
+    conflicts with what is stored (409), it is not malformed."""
+
+    code = "entry_id_taken"
+    category = CONFLICT
+
+
+def _append_new(writer: SessionWriter, entry: Entry) -> Entry:
+    """``writer.append(entry)``, a chosen id that is taken refused as a conflict."""
+    _check_id_free(writer, entry)
+    return writer.append(entry)
+
+
+def _check_id_free(writer: SessionWriter, entry: Any) -> None:
+    chosen = entry.get("id") if isinstance(entry, dict) else None
+    if isinstance(chosen, str) and writer.state.entry_count and _holds(writer, chosen):
+        raise EntryIdTaken(f"Session {writer.session_id} holds an entry {chosen} already; choose another id")
+
+
+def _holds(writer: SessionWriter, entry_id: str) -> bool:
+    try:
+        writer.get_entry(entry_id)
+    except EntryNotFound:
+        return False
+    return True
 
 
 def append_entry(
@@ -41,7 +70,7 @@ def append_entry(
     provider = provider_for(provider, session_id)
     return provider.transact(
         session_id,
-        lambda writer: writer.append(entry),
+        lambda writer: _append_new(writer, entry),
         expected_leaf_id=expected_leaf_id,
         before_commit=audit_writer(
             acting, channel, Operation.APPEND_ENTRY, detail=lambda w: describe_entry(w.written[0])
@@ -87,7 +116,7 @@ def append_entries(
     provider = provider_for(provider, session_id)
 
     def work(writer: SessionWriter) -> list[Entry]:
-        return [writer.append(entry) for entry in entries]
+        return [_append_new(writer, entry) for entry in entries]
 
     def detail(writer: SessionWriter) -> dict[str, Any]:
         return {"count": len(writer.written), "types": sorted({str(e.get("type")) for e in writer.written})}
@@ -161,9 +190,14 @@ def begin_in_flight(
     the leaf and visible to reads; only it may change until it is completed."""
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
+
+    def begin(writer: SessionWriter) -> Entry:
+        _check_id_free(writer, entry)
+        return writer.begin_in_flight(entry)
+
     return provider.transact(
         session_id,
-        lambda writer: writer.begin_in_flight(entry),
+        begin,
         expected_leaf_id=expected_leaf_id,
         before_commit=audit_writer(
             acting, channel, Operation.BEGIN_IN_FLIGHT, detail=lambda w: describe_entry(w.written[0])
@@ -180,15 +214,25 @@ def update_in_flight(
     channel: str,
     provider: SessionTreeProvider | None = None,
     complete: bool = False,
+    expected_etag: str | Collection[str] | versions.ExpectedTags | Unset = UNSET,
 ) -> Entry:
     """Merge ``patch`` (top-level keys) into the in-flight entry; ``complete``
-    stores it for good. A completed entry raises ``ImmutableEntry``."""
+    stores it for good. A completed entry raises ``ImmutableEntry``.
+    ``expected_etag``: the entry's tag the caller read, checked under the
+    session's lock (``PreconditionFailed`` when another patch came first)."""
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
     operation = Operation.COMPLETE_IN_FLIGHT if complete else Operation.UPDATE_IN_FLIGHT
+
+    def work(writer: SessionWriter) -> Entry:
+        if not isinstance(expected_etag, Unset):
+            current = versions.entry_etag(writer.get_entry(entry_id))
+            versions.check(expected_etag, current, f"Entry {entry_id} of session {session_id}")
+        return writer.update_in_flight(entry_id, patch, complete=complete)
+
     return provider.transact(
         session_id,
-        lambda writer: writer.update_in_flight(entry_id, patch, complete=complete),
+        work,
         before_commit=audit_writer(
             acting, channel, operation, detail=lambda w: {"fields": sorted(patch) if isinstance(patch, dict) else []}
         ),

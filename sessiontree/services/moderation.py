@@ -62,6 +62,30 @@ class NotHidden(SessionTreeError):
     category = CONFLICT
 
 
+class NotAMessage(SessionTreeError):
+    """Hide/unhide of an entry the model never sees as a message (a label, a
+    setting, a custom entry): well-formed, refused by what the entry is."""
+
+    code = "not_a_message"
+    category = CONFLICT
+
+
+MODEL_VISIBLE_ROLES = ("user", "assistant", "toolResult")
+
+
+def _check_hideable(writer: SessionWriter, entry_id: str) -> None:
+    """``entry_id`` is on the active path and a message the model sees."""
+    target = next((entry for entry in writer.active_path() if entry.get("id") == entry_id), None)
+    if target is None:
+        writer.get_entry(entry_id)  # EntryNotFound for an id the session does not hold
+        raise EntryNotFound(f"Entry {entry_id} is not on the active path of session {writer.session_id}")
+    if target.get("type") == "custom_message":
+        return
+    if target.get("type") != "message" or message_of(target).get("role") not in MODEL_VISIBLE_ROLES:
+        kind = message_of(target).get("role") if target.get("type") == "message" else target.get("type")
+        raise NotAMessage(f"Entry {entry_id} ({kind}) is not a message whose content the model sees")
+
+
 class FlagDict(TypedDict):
     id: int
     session_id: str
@@ -276,12 +300,11 @@ def hide_entry(
             detail={"target_id": entry_id},
         )
 
-    return provider.transact(
-        session_id,
-        lambda writer: writer.append_context_edit(entry_id, {"content": text}),
-        expected_leaf_id=expected_leaf_id,
-        before_commit=audit,
-    )
+    def work(writer: SessionWriter) -> Entry:
+        _check_hideable(writer, entry_id)
+        return writer.append_context_edit(entry_id, {"content": text})
+
+    return provider.transact(session_id, work, expected_leaf_id=expected_leaf_id, before_commit=audit)
 
 
 def unhide_entry(
@@ -299,8 +322,8 @@ def unhide_entry(
     provider = _provider(provider, session_id)
 
     def work(writer: SessionWriter) -> Entry:
+        _check_hideable(writer, entry_id)
         if not hidden_on_path(writer.active_path(), entry_id):
-            writer.get_entry(entry_id)  # EntryNotFound first, for an unknown id
             raise NotHidden(f"Entry {entry_id} is not hidden on the active branch of session {session_id}")
         return writer.append_context_edit(entry_id, {"content": _original_content(writer, entry_id)})
 
@@ -325,6 +348,7 @@ __all__ = [
     "FlagAlreadyResolved",
     "FlagDict",
     "FlagNotFound",
+    "NotAMessage",
     "NotHidden",
     "categories",
     "flag_dict",

@@ -9,13 +9,13 @@ session already has changes nothing and writes no audit record.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import transaction
 
-from sessiontree.core.errors import BadInput, InvalidEntry, SessionClosed
+from sessiontree.core.errors import BadInput, InvalidEntry, SessionClosed, SessionNotFound
 from sessiontree.core.path import tree_stats
 from sessiontree.core.types import UNSET, Entry, SessionTreeSession, Unset
 from sessiontree.models import Agent, AgentSession
@@ -25,12 +25,14 @@ from sessiontree.providers.factory import get_provider, resolve_session_provider
 from sessiontree.providers.file_provider import FileSessionTreeProvider
 from sessiontree.providers.template import SessionWriter
 
+from . import versions
 from ._common import provider_for, set_times, who
 from .audit import record
 from .holds import check_not_held
 from .operations import Operation
 
 EDITABLE_FIELDS = ("title", "metadata", "user_id", "agent_id", "cwd")
+T = TypeVar("T")
 
 
 def _agent_id(agent: Any) -> int | None:
@@ -101,23 +103,28 @@ def update_session(
     actor: Any,
     channel: str,
     provider: SessionTreeProvider | None = None,
+    expected_etag: str | Collection[str] | versions.ExpectedTags | Unset = UNSET,
     **fields: Any,
 ) -> SessionTreeSession:
     """Change ``title``, ``metadata``, ``user_id``, ``agent_id`` or ``cwd``
-    (fields given as ``UNSET`` are left alone). The tree is never touched."""
+    (fields given as ``UNSET`` are left alone). The tree is never touched.
+
+    ``expected_etag``: the session's tag the caller read (``"*"``: any);
+    checked with the session locked, together with the change, so that of
+    two callers who read the same version only the first one writes
+    (``PreconditionFailed`` for the other)."""
     acting, channel = who(actor, channel)
     fields = {name: value for name, value in fields.items() if value is not UNSET}
     unknown = set(fields) - set(EDITABLE_FIELDS)
     if unknown:
         raise BadInput(f"Cannot update session field(s): {', '.join(sorted(unknown))}")
     provider = provider_for(provider, session_id)
-    current = provider.get_session(session_id)
-    if current is None:
-        provider.update_session(session_id)  # raises SessionNotFound, saying why
-    changed = {name: value for name, value in fields.items() if current is None or current.get(name) != value}
-    if not changed:
-        return current  # type: ignore[return-value]
-    with transaction.atomic():
+
+    def change(row: AgentSession) -> SessionTreeSession | None:
+        current = meta.to_session_dict(row)
+        changed = {name: value for name, value in fields.items() if current.get(name) != value}
+        if not changed:
+            return None
         session = provider.update_session(session_id, **changed)
         record(
             actor=acting,
@@ -126,7 +133,44 @@ def update_session(
             session_id=session_id,
             detail={"fields": sorted(changed), **({"title": changed["title"]} if "title" in changed else {})},
         )
+        return session
+
+    session = _locked(provider, session_id, expected_etag, change)
+    return session if session is not None else _current(provider, session_id)
+
+
+def _current(provider: SessionTreeProvider, session_id: str) -> SessionTreeSession:
+    session = provider.get_session(session_id)
+    if session is None:
+        raise SessionNotFound(f"Session {session_id} not found")
     return session
+
+
+def _locked(
+    provider: SessionTreeProvider,
+    session_id: str,
+    expected_etag: str | Collection[str] | versions.ExpectedTags | Unset,
+    change: Callable[[AgentSession], T],
+) -> T:
+    """``change(row)`` with the session's meta row locked, in one transaction.
+
+    With ``expected_etag`` the session is first locked as its storage locks
+    it for any write (the file's lock, then the row), so that the tag is
+    read from the same leaf a tree write sees; the tag is checked there and
+    the change made before the lock is let go."""
+    if isinstance(expected_etag, Unset):
+        with transaction.atomic():
+            return change(meta.get_row(session_id, provider=provider.kind, for_update=True))
+
+    def work(writer: SessionWriter) -> T:
+        row = meta.get_row(session_id, provider=provider.kind, for_update=True)
+        current = versions.session_etag_of(writer.leaf_entry_id, meta.iso(row.updated_at))
+        versions.check(expected_etag, current, f"Session {session_id}")
+        return change(row)
+
+    # One transaction around the storage's own: the row stays locked until the change is committed.
+    with transaction.atomic():
+        return provider.transact(session_id, work)
 
 
 def _set_status(
@@ -137,13 +181,15 @@ def _set_status(
     actor: Any,
     channel: str,
     provider: SessionTreeProvider | None,
+    expected_etag: str | Collection[str] | versions.ExpectedTags | Unset = UNSET,
 ) -> SessionTreeSession:
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
-    # The status lives in the meta row: lock that (never a session file inside
-    # a database transaction: file locks are always taken first).
-    with transaction.atomic():
-        current = meta.get_row(session_id, provider=provider.kind, for_update=True).status
+
+    # The status lives in the meta row: lock that (a session file is only
+    # opened first, as every write does, when a tag is to be checked).
+    def change(row: AgentSession) -> None:
+        current = row.status
         if current != status:
             if current not in allowed_from:
                 raise SessionClosed(f"Session {session_id} is {current}; it cannot be {status} (restore it first)")
@@ -155,24 +201,43 @@ def _set_status(
                 session_id=session_id,
                 detail={"from": current, "to": status},
             )
-    session = provider.get_session(session_id)
-    assert session is not None
-    return session
+
+    _locked(provider, session_id, expected_etag, change)
+    return _current(provider, session_id)
 
 
 def archive_session(
-    *, session_id: str, actor: Any, channel: str, provider: SessionTreeProvider | None = None
+    *,
+    session_id: str,
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    expected_etag: str | Collection[str] | versions.ExpectedTags | Unset = UNSET,
 ) -> SessionTreeSession:
     """Archive: read-only until restored (appends and leaf moves are refused)."""
-    return _set_status(session_id, "archived", Operation.ARCHIVE_SESSION, ("active",), actor, channel, provider)
+    return _set_status(
+        session_id, "archived", Operation.ARCHIVE_SESSION, ("active",), actor, channel, provider, expected_etag
+    )
 
 
 def restore_session(
-    *, session_id: str, actor: Any, channel: str, provider: SessionTreeProvider | None = None
+    *,
+    session_id: str,
+    actor: Any,
+    channel: str,
+    provider: SessionTreeProvider | None = None,
+    expected_etag: str | Collection[str] | versions.ExpectedTags | Unset = UNSET,
 ) -> SessionTreeSession:
     """Back to ``active`` from ``archived`` or (soft) ``deleted``."""
     return _set_status(
-        session_id, "active", Operation.RESTORE_SESSION, ("archived", "deleted"), actor, channel, provider
+        session_id,
+        "active",
+        Operation.RESTORE_SESSION,
+        ("archived", "deleted"),
+        actor,
+        channel,
+        provider,
+        expected_etag,
     )
 
 
@@ -184,19 +249,33 @@ def delete_session(
     hard: bool = False,
     provider: SessionTreeProvider | None = None,
     reason: str | None = None,
+    expected_etag: str | Collection[str] | versions.ExpectedTags | Unset = UNSET,
 ) -> SessionTreeSession | None:
     """Soft delete (status ``deleted``: readable, closed to writes, restorable),
     or with ``hard`` remove the session and its entries for good (its forks
     stay, detached from the lineage tree). A hard delete of a session under a
     legal hold is ``SessionOnHold`` and deletes nothing. ``reason`` (e.g.
     ``retention``) is kept in the audit record. Returns the session after a
-    soft delete, ``None`` after a hard one."""
+    soft delete, ``None`` after a hard one.
+
+    ``expected_etag``: a soft delete checks it with the session locked, as
+    every status change; a hard delete checks it just before it deletes (the
+    removal takes the session's locks itself)."""
     if not hard:
         return _set_status(
-            session_id, "deleted", Operation.DELETE_SESSION, ("active", "archived"), actor, channel, provider
+            session_id,
+            "deleted",
+            Operation.DELETE_SESSION,
+            ("active", "archived"),
+            actor,
+            channel,
+            provider,
+            expected_etag,
         )
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
+    if not isinstance(expected_etag, Unset):
+        _locked(provider, session_id, expected_etag, lambda row: None)
     current = provider.get_session(session_id)
     if current is None:
         provider.update_session(session_id)  # raises SessionNotFound

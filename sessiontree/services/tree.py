@@ -21,7 +21,7 @@ from sessiontree.core import entries as build
 from sessiontree.core.branch_summary import collect_entries_for_branch_summary
 from sessiontree.core.compaction import CompactionSettings, prepare_compaction
 from sessiontree.core.entries import message_of
-from sessiontree.core.errors import BadInput, EntryNotFound, InvalidEntry, SessionNotFound
+from sessiontree.core.errors import BadInput, EntryNotFound, InvalidEntry, LeafConflict, SessionNotFound
 from sessiontree.core.types import UNSET, Entry, SessionTreeSession, Unset
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.template import SessionWriter
@@ -52,6 +52,11 @@ def _leaf_of(provider: SessionTreeProvider, session_id: str) -> str | None:
     if session is None:
         raise SessionNotFound(f"Session {session_id} not found")
     return session["leaf_entry_id"]
+
+
+def _check_expected_leaf(session_id: str, leaf_id: str | None, expected_leaf_id: Expected) -> None:
+    if not isinstance(expected_leaf_id, Unset) and expected_leaf_id != leaf_id:
+        raise LeafConflict(f"Leaf of session {session_id} is {leaf_id!r}, not the expected {expected_leaf_id!r}")
 
 
 def _text_of(content: Any) -> str:
@@ -187,6 +192,7 @@ def compact_session(
     summarizer: Summarizer | None = None,
     settings: CompactionSettings | None = None,
     custom_instructions: str | None = None,
+    expected_leaf_id: Expected = UNSET,
 ) -> Entry | None:
     """Compact the active path: summarize its older part and append a
     ``compaction`` entry at the leaf. Returns the entry, or ``None`` when
@@ -197,13 +203,15 @@ def compact_session(
     switch governs automatic compaction). The entry is appended only if the
     leaf is still where it was when the path was read. ``before_compact``
     hooks may refuse; ``after_compact`` hooks (the roleplay checkpoint) run
-    once the compaction is stored.
+    once the compaction is stored. ``expected_leaf_id``: the leaf the caller
+    saw; another one is ``LeafConflict`` before anything is summarized.
     """
     _check_optional_text(custom_instructions, "custom_instructions")
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
     settings = settings if settings is not None else CompactionSettings()
     leaf_id = _leaf_of(provider, session_id)
+    _check_expected_leaf(session_id, leaf_id, expected_leaf_id)
     hooks.run_before(
         hooks.HookEvent(
             "before_compact",
@@ -390,6 +398,7 @@ def fork_session(
     position: ForkPosition = "before",
     new_session_id: str | None = None,
     title: str | None = None,
+    expected_leaf_id: Expected = UNSET,
 ) -> SessionTreeSession:
     """A new session whose parent is ``session_id``, holding the path up to a point.
 
@@ -401,11 +410,16 @@ def fork_session(
     copied. Raises ``EntryNotFound`` for an unknown entry and ``InvalidEntry``
     for a bad position or "before" on anything but a user message.
     ``before_fork`` hooks may refuse; ``after_fork`` hooks get the new session.
+    ``expected_leaf_id``: the source's leaf the caller saw (``LeafConflict``
+    otherwise). A fork copies completed entries, which never change, so the
+    check is made when the fork starts; the source is not locked meanwhile.
     """
     if position not in FORK_POSITIONS:
         raise BadInput(f"Invalid fork position {position!r}; use 'before' or 'at'")
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
+    if not isinstance(expected_leaf_id, Unset):
+        _check_expected_leaf(session_id, _leaf_of(provider, session_id), expected_leaf_id)
     entry = provider.get_entry(session_id, entry_id)
     if position == "at":
         fork_leaf_id: str | None = entry_id

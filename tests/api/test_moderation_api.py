@@ -90,7 +90,7 @@ def test_owners_see_only_their_sessions_flags(users: Any, staff: dict[str, User]
 def test_bad_flags_are_json_errors(api: Api, chat: Any) -> None:
     sid, first = chat
     url = f"/api/sessions/{sid}/entries/{first['id']}/flags/"
-    error_of(api.client.post(url, {"category": "rude"}, format="json"), 400, "bad_input")
+    error_of(api.client.post(url, {"category": "rude"}, format="json"), 400, "invalid_input")
     error_of(api.client.post(url, {"category": "pii", "extra": 1}, format="json"), 400, "invalid_input")
     error_of(api.client.post(f"/api/sessions/{sid}/entries/nothere1/flags/", {"category": "pii"}, format="json"), 404)
     assert api.get("/api/flags/")["results"] == []

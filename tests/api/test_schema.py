@@ -49,7 +49,17 @@ def test_every_contract_path_is_in_the_schema():
     }
     expected |= {
         f"{session}{name}/"
-        for name in ("archive", "restore", "switch-leaf", "reset-leaf", "navigate", "fork", "compact", "labels")
+        for name in (
+            "archive",
+            "restore",
+            "switch-leaf",
+            "reset-leaf",
+            "navigate",
+            "fork",
+            "compact",
+            "labels",
+            "bulk-append",
+        )
     }
     expected |= {f"{session}{name}/" for name in ("path", "context", "tree", "snapshot", "export")}
     roleplay = f"{session}roleplay/"

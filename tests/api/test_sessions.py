@@ -46,8 +46,9 @@ def test_create_with_a_chosen_id_and_refusals(api, kind, users):
     assert error["code"] == "session_id_unavailable"
     error = api.post("/api/sessions/", {"session_id": "../etc"}, expected=400)["error"]
     assert error["code"] == "invalid_input" and "session_id" in error["details"]["fields"]
-    error = api.post("/api/sessions/", {"agent": 987654}, expected=400)["error"]
-    assert error["code"] == "invalid_input" and "agent" in error["details"]["fields"]
+    # An agent that does not exist is a missing resource (a well-formed id: the schema's), not bad input.
+    error = api.post("/api/sessions/", {"agent": 987654}, expected=404)["error"]
+    assert error["code"] == "agent_not_found" and "987654" in error["message"]
     error = api.post("/api/sessions/", {"provider": "postgres"}, expected=400)["error"]
     assert "provider" in error["details"]["fields"]
 

@@ -126,3 +126,13 @@ def test_hide_and_unhide_check_the_leaf_and_the_target(chat):
     with pytest.raises(EntryNotFound):
         moderation.unhide_entry(session_id="s1", entry_id="missing", **WHO)
     assert [e["id"] for e in provider.list_entries("s1")] == [u["id"], a["id"]]
+
+
+def test_only_messages_the_model_sees_can_be_hidden(chat):
+    provider, u, _a = chat
+    label = tree.set_label(session_id="s1", target_id=u["id"], label="x", provider=provider, **WHO)
+    with pytest.raises(moderation.NotAMessage):
+        moderation.hide_entry(session_id="s1", entry_id=label["id"], **WHO)
+    with pytest.raises(moderation.NotAMessage):
+        moderation.unhide_entry(session_id="s1", entry_id=label["id"], **WHO)
+    assert provider.list_entries("s1")[-1]["id"] == label["id"]  # nothing appended

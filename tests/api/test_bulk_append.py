@@ -1,0 +1,94 @@
+"""Bulk append, the id rule for new entries, a taken id; on both providers."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessiontree.api.serializers import MAX_BULK_ENTRIES
+
+from .conftest import Api, assert_audited, assistant_message, audit_records, user_message
+from .test_errors import error_of
+
+
+def message(text: str, role: str = "user") -> dict:
+    return {"type": "message", "message": user_message(text) if role == "user" else assistant_message(text)}
+
+
+def test_bulk_append_chains_the_entries_and_moves_the_leaf(api: Api, users, kind: str) -> None:
+    sid = api.create_session(kind)["session_id"]
+    root = api.say(sid, "hi")
+    body = {
+        "entries": [message("a"), message("b", "assistant"), {"type": "label", "targetId": root["id"], "label": "x"}],
+        "expected_leaf_id": root["id"],
+    }
+    written = api.post(f"/api/sessions/{sid}/bulk-append/", body, expected=201)["entries"]
+    assert [e["parentId"] for e in written] == [root["id"], written[0]["id"], written[1]["id"]]
+    assert [e["type"] for e in written] == ["message", "message", "label"]
+    session = api.get(f"/api/sessions/{sid}/")
+    assert (session["leaf_entry_id"], session["entry_count"]) == (written[-1]["id"], 4)
+    record = assert_audited(sid, "append_entries", users.alice)
+    assert record.entry_ids == [e["id"] for e in written]
+
+
+def test_bulk_append_is_all_or_none(api: Api, kind: str) -> None:
+    sid = api.create_session(kind)["session_id"]
+    api.say(sid, "hi")
+    bad = {"entries": [message("a"), {"type": "label", "targetId": "nowhere"}]}
+    error_of(api.client.post(f"/api/sessions/{sid}/bulk-append/", bad, format="json"), 404, "entry_not_found")
+    stale = {"entries": [message("a")], "expected_leaf_id": None}
+    error_of(api.client.post(f"/api/sessions/{sid}/bulk-append/", stale, format="json"), 409, "leaf_conflict")
+    assert api.get(f"/api/sessions/{sid}/")["entry_count"] == 1
+    assert audit_records(sid, "append_entries") == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"entries": []},
+        {"entries": [message("a")] * (MAX_BULK_ENTRIES + 1)},
+        {"entries": ["not an object"]},
+        {"entries": [message("a")], "extra": 1},
+        {"entries": {"type": "message"}},
+    ],
+    ids=["missing", "empty", "too-many", "not-objects", "unknown-field", "not-a-list"],
+)
+def test_bulk_append_refuses_bad_bodies(api: Api, kind: str, body: dict) -> None:
+    sid = api.create_session(kind)["session_id"]
+    error_of(api.client.post(f"/api/sessions/{sid}/bulk-append/", body, format="json"), 400, "invalid_input")
+    assert api.get(f"/api/sessions/{sid}/")["entry_count"] == 0
+
+
+@pytest.mark.parametrize("entry_id", ["a/b", "a b", "-a", "", "x" * 65, "tab\t", 12])
+def test_a_chosen_entry_id_follows_the_rule(api: Api, kind: str, entry_id: object) -> None:
+    sid = api.create_session(kind)["session_id"]
+    entry = {**message("a"), "id": entry_id}
+    for url, body in [
+        (f"/api/sessions/{sid}/entries/", {"entry": entry}),
+        (f"/api/sessions/{sid}/in-flight/", {"entry": entry}),
+        (f"/api/sessions/{sid}/bulk-append/", {"entries": [entry]}),
+    ]:
+        error_of(api.client.post(url, body, format="json"), 400, "invalid_entry")
+    assert api.get(f"/api/sessions/{sid}/")["entry_count"] == 0
+
+
+@pytest.mark.parametrize("entry_id", ["a", "turn-7:call.1_b", "A" * 64, "0"])
+def test_a_chosen_entry_id_that_follows_the_rule_is_kept(api: Api, kind: str, entry_id: str) -> None:
+    sid = api.create_session(kind)["session_id"]
+    stored = api.append(sid, entry={**message("a"), "id": entry_id})
+    assert stored["id"] == entry_id
+    assert api.get(f"/api/sessions/{sid}/entries/{entry_id}/")["id"] == entry_id
+
+
+def test_a_taken_entry_id_is_a_conflict(api: Api, kind: str) -> None:
+    # Regression: a chosen id the session holds already was a 400, as if the
+    # request were malformed; it conflicts with what is stored.
+    sid = api.create_session(kind)["session_id"]
+    api.append(sid, entry={**message("a"), "id": "mine"})
+    for url, body in [
+        (f"/api/sessions/{sid}/entries/", {"entry": {**message("b"), "id": "mine"}}),
+        (f"/api/sessions/{sid}/in-flight/", {"entry": {**message("b"), "id": "mine"}}),
+        (f"/api/sessions/{sid}/bulk-append/", {"entries": [message("b"), {**message("c"), "id": "mine"}]}),
+    ]:
+        error_of(api.client.post(url, body, format="json"), 409, "entry_id_taken")
+    assert api.get(f"/api/sessions/{sid}/")["entry_count"] == 1
