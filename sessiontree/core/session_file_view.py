@@ -184,10 +184,10 @@ class SessionFileView:
         """Pi's default leaf: the last entry of the file."""
         return self._ids[-1].decode() if self._ids else None
 
-    def _path_positions(self, leaf_id: str) -> list[int]:
-        position = self._index.get(leaf_id.encode())
+    def _path_positions(self, leaf_entry_id: str) -> list[int]:
+        position = self._index.get(leaf_entry_id.encode())
         if position is None:
-            raise EntryNotFound(f"Entry {leaf_id} not found")
+            raise EntryNotFound(f"Entry {leaf_entry_id} not found")
         positions: list[int] = []
         seen: set[int] = set()
         index = self._index
@@ -203,18 +203,18 @@ class SessionFileView:
         positions.reverse()
         return positions
 
-    def path(self, leaf_id: str | None | _Unset = UNSET) -> list[Entry]:
-        """The entries from the root to ``leaf_id`` (default: the last entry)."""
-        leaf = self.leaf_id if isinstance(leaf_id, _Unset) else leaf_id
+    def path(self, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]:
+        """The entries from the root to ``leaf_entry_id`` (default: the last entry)."""
+        leaf = self.leaf_id if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
         if leaf is None:
             return []
         with gc_paused(promote=self._big):
             return [self._entry(p) for p in self._path_positions(leaf)]
 
-    def context(self, leaf_id: str | None | _Unset = UNSET) -> SessionContext:
-        """``build_session_context`` at ``leaf_id`` (default: the last entry),
+    def context(self, leaf_entry_id: str | None | _Unset = UNSET) -> SessionContext:
+        """``build_session_context`` at ``leaf_entry_id`` (default: the last entry),
         decoding only what the context is made of."""
-        leaf = self.leaf_id if isinstance(leaf_id, _Unset) else leaf_id
+        leaf = self.leaf_id if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
         if leaf is None:
             return empty_context()
         with gc_paused(promote=self._big):
@@ -280,8 +280,8 @@ class _FullView(SessionFileView):
     def leaf_id(self) -> str | None:
         return self._entries[-1]["id"] if self._entries else None
 
-    def path(self, leaf_id: str | None | _Unset = UNSET) -> list[Entry]:
-        leaf = self.leaf_id if isinstance(leaf_id, _Unset) else leaf_id
+    def path(self, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]:
+        leaf = self.leaf_id if isinstance(leaf_entry_id, _Unset) else leaf_entry_id
         if leaf is None:
             return []
         found = self._by_id.get(leaf)
@@ -289,8 +289,8 @@ class _FullView(SessionFileView):
             raise EntryNotFound(f"Entry {leaf} not found")
         return walk_to_root(found, self._by_id)
 
-    def context(self, leaf_id: str | None | _Unset = UNSET) -> SessionContext:
-        return build_context_from_path(self.path(leaf_id))
+    def context(self, leaf_entry_id: str | None | _Unset = UNSET) -> SessionContext:
+        return build_context_from_path(self.path(leaf_entry_id))
 
 
 def _full_view(path: str | os.PathLike[str]) -> SessionFileView | None:
@@ -578,16 +578,16 @@ class _PathFirstView(SessionFileView):
             position = rfind(needle, first, position)
         return None
 
-    def path(self, leaf_id: str | None | _Unset = UNSET) -> list[Entry]:
-        if isinstance(leaf_id, _Unset) and self._skeleton is None:
+    def path(self, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]:
+        if isinstance(leaf_entry_id, _Unset) and self._skeleton is None:
             with gc_paused(promote=self._big):
                 found = self._fast_path()
             if found is not None:
                 return found[0]
-        return self._view().path(leaf_id)
+        return self._view().path(leaf_entry_id)
 
-    def context(self, leaf_id: str | None | _Unset = UNSET) -> SessionContext:
-        if isinstance(leaf_id, _Unset) and self._skeleton is None:
+    def context(self, leaf_entry_id: str | None | _Unset = UNSET) -> SessionContext:
+        if isinstance(leaf_entry_id, _Unset) and self._skeleton is None:
             with gc_paused(promote=self._big):
                 found = self._fast_path(context=True)
                 if found is not None and found[1] is None:
@@ -596,7 +596,7 @@ class _PathFirstView(SessionFileView):
                         return build_context_from_path(found[0])
             if found is not None and found[1] is not None:
                 return found[1]
-        return self._view().context(leaf_id)
+        return self._view().context(leaf_entry_id)
 
 
 class _SafeView(SessionFileView):
@@ -613,18 +613,18 @@ class _SafeView(SessionFileView):
             assert self._fallback is not None
         return self._fallback
 
-    def path(self, leaf_id: str | None | _Unset = UNSET) -> list[Entry]:
+    def path(self, leaf_entry_id: str | None | _Unset = UNSET) -> list[Entry]:
         if self._fallback is not None:
-            return self._fallback.path(leaf_id)
+            return self._fallback.path(leaf_entry_id)
         try:
-            return super().path(leaf_id)
+            return super().path(leaf_entry_id)
         except _TornLine:
-            return self._full().path(leaf_id)
+            return self._full().path(leaf_entry_id)
 
-    def context(self, leaf_id: str | None | _Unset = UNSET) -> SessionContext:
+    def context(self, leaf_entry_id: str | None | _Unset = UNSET) -> SessionContext:
         if self._fallback is not None:
-            return self._fallback.context(leaf_id)
+            return self._fallback.context(leaf_entry_id)
         try:
-            return super().context(leaf_id)
+            return super().context(leaf_entry_id)
         except _TornLine:
-            return self._full().context(leaf_id)
+            return self._full().context(leaf_entry_id)
