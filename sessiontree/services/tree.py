@@ -264,6 +264,100 @@ def compact_session(
 # --- tree navigation --------------------------------------------------------------------
 
 
+class _NothingToDo(Exception):
+    """Navigating to the leaf itself: ends the unit without a write (not an error)."""
+
+    def __init__(self, leaf_entry_id: str | None) -> None:
+        super().__init__(leaf_entry_id)
+        self.leaf_entry_id = leaf_entry_id
+
+
+def _destination(target: Entry, target_id: str) -> tuple[str | None, str | None]:
+    """Where the leaf goes for ``target`` and the text to re-edit, as Pi's
+    ``/tree`` does: a user or custom message → its parent, and its text."""
+    if _is_user_message(target):
+        return target.get("parentId"), _text_of(message_of(target).get("content"))
+    if target.get("type") == "custom_message":
+        return target.get("parentId"), _text_of(target.get("content"))
+    return target_id, None
+
+
+def _move_and_append(
+    writer: SessionWriter,
+    *,
+    target_id: str,
+    new_leaf_id: str | None,
+    old_leaf_id: str | None,
+    branch: Any,
+    label: str | None,
+) -> tuple[Entry | None, Entry | None]:
+    """The writes of a navigate: the leaf move, the summary, the label."""
+    if new_leaf_id is None:
+        writer.reset_leaf()
+    else:
+        writer.switch_leaf(new_leaf_id)
+    summary_entry: Entry | None = None
+    if branch is not None:
+        summary_entry = writer.append(
+            build.branch_summary_entry(
+                branch_from_entry_id=new_leaf_id,
+                summary=branch.summary,
+                details=branch.details,
+                from_id=old_leaf_id or "root",
+            )
+        )
+    label_entry: Entry | None = None
+    if label:
+        labelled_id = summary_entry["id"] if summary_entry is not None else target_id
+        label_entry = writer.append(build.label_entry(labelled_id, label))
+    return summary_entry, label_entry
+
+
+def _navigate_in_one_unit(
+    provider: SessionTreeProvider,
+    session_id: str,
+    target_id: str,
+    *,
+    acting: Any,
+    channel: str,
+    label: str | None,
+    expected_leaf_id: Expected,
+) -> NavigateResult:
+    """A navigate with nothing to ask between reading and writing: the leaf,
+    the target, the move and the label in one unit (one read of the session)."""
+
+    def work(writer: SessionWriter) -> tuple[str | None, str | None, Entry | None, str | None]:
+        old_leaf_id = writer.leaf_entry_id if isinstance(expected_leaf_id, Unset) else expected_leaf_id
+        if target_id == old_leaf_id:
+            raise _NothingToDo(old_leaf_id)
+        writer.check_expected_leaf(expected_leaf_id)
+        new_leaf_id, editor_text = _destination(writer.get_entry(target_id), target_id)
+        _summary, label_entry = _move_and_append(
+            writer, target_id=target_id, new_leaf_id=new_leaf_id, old_leaf_id=old_leaf_id, branch=None, label=label
+        )
+        return old_leaf_id, editor_text, label_entry, writer.leaf_entry_id
+
+    audit = audit_writer(
+        acting,
+        channel,
+        Operation.NAVIGATE_TREE,
+        detail={"target_id": target_id, "summarized": False, "label": label},
+    )
+    try:
+        old_leaf_id, editor_text, label_entry, leaf_after = provider.transact(session_id, work, before_commit=audit)
+    except _NothingToDo as nothing:
+        return {"leaf_entry_id": nothing.leaf_entry_id, "editor_text": None, "summary_entry": None, "label_entry": None}
+    data = {"target_id": target_id, "old_leaf_id": old_leaf_id, "summarize": False, "label": label}
+    result: NavigateResult = {
+        "leaf_entry_id": leaf_after,
+        "editor_text": editor_text,
+        "summary_entry": None,
+        "label_entry": label_entry,
+    }
+    hooks.run_after(hooks.HookEvent("after_navigate", provider, session_id, acting, channel, data=data, result=result))
+    return result
+
+
 def navigate_tree(
     *,
     session_id: str,
@@ -301,11 +395,26 @@ def navigate_tree(
     written) when summarizing fails, ``InvalidEntry`` (before anything is
     written) for a ``label`` or ``custom_instructions`` that is not a string.
     ``before_navigate`` hooks may refuse; ``after_navigate`` hooks run after.
+
+    Without a summary to ask for and without ``before_navigate`` hooks,
+    nothing needs to happen between reading and writing: the whole navigate
+    is one unit, which reads the session once (under its lock).
     """
     _check_optional_text(label, "label")
     _check_optional_text(custom_instructions, "custom_instructions")
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
+    if not summarize and not hooks.has_hooks("before_navigate"):
+        return _navigate_in_one_unit(
+            provider,
+            session_id,
+            target_id,
+            acting=acting,
+            channel=channel,
+            label=label,
+            expected_leaf_id=expected_leaf_id,
+        )
+
     # One consistent read for everything before the writes: the leaf, the
     # target and (to summarize) both paths. Hooks and the summarizer run
     # after it, with no lock held.
@@ -323,16 +432,7 @@ def navigate_tree(
             target_path = read_path(view, target_id)
     data = {"target_id": target_id, "old_leaf_id": old_leaf_id, "summarize": summarize, "label": label}
     hooks.run_before(hooks.HookEvent("before_navigate", provider, session_id, acting, channel, data=dict(data)))
-
-    if _is_user_message(target):
-        new_leaf_id: str | None = target.get("parentId")
-        editor_text: str | None = _text_of(message_of(target).get("content"))
-    elif target.get("type") == "custom_message":
-        new_leaf_id = target.get("parentId")
-        editor_text = _text_of(target.get("content"))
-    else:
-        new_leaf_id = target_id
-        editor_text = None
+    new_leaf_id, editor_text = _destination(target, target_id)
 
     branch = None
     if summarize:
@@ -351,24 +451,9 @@ def navigate_tree(
     # Every summarizer call is done: from here on one unit of writes, refused
     # whole if the leaf moved while we were summarizing.
     def work(writer: SessionWriter) -> tuple[Entry | None, Entry | None, str | None]:
-        if new_leaf_id is None:
-            writer.reset_leaf()
-        else:
-            writer.switch_leaf(new_leaf_id)
-        summary_entry: Entry | None = None
-        if branch is not None:
-            summary_entry = writer.append(
-                build.branch_summary_entry(
-                    branch_from_entry_id=new_leaf_id,
-                    summary=branch.summary,
-                    details=branch.details,
-                    from_id=old_leaf_id or "root",
-                )
-            )
-        label_entry: Entry | None = None
-        if label:
-            labelled_id = summary_entry["id"] if summary_entry is not None else target_id
-            label_entry = writer.append(build.label_entry(labelled_id, label))
+        summary_entry, label_entry = _move_and_append(
+            writer, target_id=target_id, new_leaf_id=new_leaf_id, old_leaf_id=old_leaf_id, branch=branch, label=label
+        )
         return summary_entry, label_entry, writer.leaf_entry_id
 
     summary_entry, label_entry, leaf_after = provider.transact(
