@@ -175,6 +175,8 @@ def db_datetime(value: Any) -> dt.datetime | None:
     """A datetime column's value as the ORM returns it (aware under ``USE_TZ``)."""
     if value is None:
         return None
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value  # one this process wrote (timezone.now()), not read back
     if settings.USE_TZ:
         # Every backend with datetime columns has this converter (the base class does not declare it).
         converted: dt.datetime = connection.ops.convert_datetimefield_value(value, None, connection)  # type: ignore[attr-defined]
