@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import logging
 import os
 import stat
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -154,7 +155,16 @@ def _known_path(session_id: str) -> Path | None:
         return _paths.get(session_id)
 
 
+@functools.lru_cache(maxsize=65536)
+def _file_path(name: str) -> Path:
+    """A row's ``session_file`` as a path, parsed once per process (paths are
+    immutable; parsing one costs more than the rest of a read's bookkeeping)."""
+    return Path(name)
+
+
 def _remember_path(session_id: str, path: Path) -> None:
+    if _paths.get(session_id) is path:  # the usual case: known already (a plain dict read)
+        return
     with _cache_lock:
         if len(_paths) >= MAX_KNOWN_PATHS:
             _paths.clear()
@@ -196,7 +206,7 @@ class _Overlay(Mapping[str, Entry]):
 
 _q = connection.ops.quote_name
 # The meta row and the storage's own column: the in-flight entry.
-_SELECT_ROW = meta.select_sql([f"s.{_q('in_flight_entry')}"])
+_SELECT_ROW = meta.select_sql([_q("in_flight_entry")])
 _UPDATE_ROW = (
     f"UPDATE {meta.TABLE} SET {_q('leaf_entry_id')} = %s, {_q('root_entry_id')} = %s, {_q('entry_count')} = %s, "
     f"{_q('branch_count')} = %s, {_q('compaction_count')} = %s, {_q('in_flight_entry')} = %s, "
@@ -426,7 +436,7 @@ class FileStorage:
     def _path(self, row: _Row) -> Path:
         """The session's file: the one its row names (a Pi file indexed in
         place), else ``<root>/<id>.jsonl``."""
-        return Path(row.meta.session_file) if row.meta.session_file else self.path_for(row.session_id)
+        return _file_path(row.meta.session_file) if row.meta.session_file else self.path_for(row.session_id)
 
     # --- index ------------------------------------------------------------------------
     def _refresh(self, path: Path, fd: int) -> FileIndex:
@@ -535,10 +545,8 @@ class FileStorage:
                 os.close(fd)
 
     # --- port: reads ---------------------------------------------------------------------
-    @contextmanager
-    def read(self, session_id: str) -> Iterator[FileView]:
-        with self._read(_select_row(session_id)) as view:
-            yield view
+    def read(self, session_id: str) -> AbstractContextManager[FileView]:
+        return self._read(_select_row(session_id))
 
     @contextmanager
     def _read(self, row: _Row) -> Iterator[FileView]:

@@ -164,11 +164,25 @@ META_COLUMNS: tuple[str, ...] = (
 )
 
 
-def select_sql(extra: Sequence[str] = (), *, alias: str = "s") -> str:
+def select_sql(extra: Sequence[str] = (), *, alias: str = "") -> str:
     """``SELECT`` of the meta row (``META_COLUMNS``, then the ``extra``
-    expressions a storage needs) by ``session_id``, as ``alias``."""
-    columns = [f"{alias}.{_q(column)}" for column in META_COLUMNS]
-    return f"SELECT {', '.join([*columns, *extra])} FROM {TABLE} {alias} WHERE {alias}.{_q('session_id')} = %s"
+    expressions a storage needs) by ``session_id``; ``alias`` names the
+    table for extra expressions that refer to it."""
+    prefix = f"{alias}." if alias else ""
+    columns = ", ".join([*(_column_sql(prefix, column) for column in META_COLUMNS), *extra])
+    return f"SELECT {columns} FROM {TABLE}{f' {alias}' if alias else ''} WHERE {prefix}{_q('session_id')} = %s"
+
+
+_TIMES = ("created_at", "updated_at")
+
+
+def _column_sql(prefix: str, column: str) -> str:
+    # SQLite's driver parses a column declared datetime into a datetime on
+    # every fetch; as an expression (unary + is a no-op there) it stays the
+    # stored text, parsed only when a session dict is built.
+    if column in _TIMES and connection.vendor == "sqlite":
+        return f"+{prefix}{_q(column)}"
+    return f"{prefix}{_q(column)}"
 
 
 def db_datetime(value: Any) -> dt.datetime | None:

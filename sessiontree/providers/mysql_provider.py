@@ -162,7 +162,8 @@ _CACHED = f"s.{_S('leaf_entry_id')} IS NULL OR s.{_S('leaf_depth')} IS NOT NULL"
 # has children (an append there adds a branch), in one round trip: from the
 # row's cache (the usual case: a plain read of one row), else from the leaf's row.
 _STATE_SQL = meta.select_sql(
-    [
+    alias="s",
+    extra=[
         f"CASE WHEN {_CACHED} THEN s.{_S('leaf_depth')} ELSE {_leaf_column_sql('depth')} END",
         f"CASE WHEN {_CACHED} THEN (CASE WHEN s.{_S('leaf_in_flight')} THEN '{IN_FLIGHT}' "
         f"WHEN s.{_S('leaf_entry_id')} IS NULL THEN NULL ELSE '{COMPLETED}' END) "
@@ -170,7 +171,7 @@ _STATE_SQL = meta.select_sql(
         f"CASE WHEN {_CACHED} THEN s.{_S('leaf_has_children')} "
         f"ELSE EXISTS(SELECT 1 FROM {rows.TABLE} c WHERE c.{rows.SESSION_COLUMN} = s.{_S('id')} "
         f"AND c.{_S('parent_entry_id')} = s.{_S('leaf_entry_id')}) END",
-    ]
+    ],
 )
 _UPDATE_SESSION_SQL = (
     f"UPDATE {meta.TABLE} SET {_S('leaf_entry_id')} = %s, {_S('root_entry_id')} = %s, "
