@@ -99,7 +99,7 @@ def child(args: argparse.Namespace) -> None:
             ),
             args.samples,
         )
-    results["context"] = _median_ms(lambda i: provider.build_context(session_id), max(20, args.samples // 5))
+    results["context"] = _median_ms(lambda i: provider.build_context(session_id), args.samples)
     if args.kind == "mysql":
         results["floor"] = _insert_floor(args.url, args.samples)
     print(json.dumps(results))
