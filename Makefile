@@ -35,7 +35,7 @@ help:
 	@echo "make test-sqlite  the SQLite leg only"
 	@echo "make test-mysql   the MySQL leg only (REQUIRE_MYSQL=1: fails if the server is unreachable)"
 	@echo "make interop      install the pinned Pi package and node 22 into interop/ (again only when the lockfile changes)"
-	@echo "make lint         ruff check + ruff format --check + mypy (django-stubs)"
+	@echo "make lint         ruff check + ruff format --check + mypy (django-stubs) + lint-imports (import rules)"
 	@echo "make schema       regenerate the OpenAPI snapshot docs/openapi.yaml (a test fails when it drifts)"
 	@echo "make bench        the benchmarks in bench/"
 	@echo "make mysql-up     start the local MariaDB server if it is not answering"
@@ -99,6 +99,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 format: venv
 	$(BIN)/ruff check --fix .

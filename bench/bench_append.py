@@ -5,6 +5,10 @@ Runs the same measurement on this checkout ("head") and on a base commit
 temporary folder), alternating rounds so machine noise hits both alike, and
 prints per provider the median append latency of each and their ratio.
 
+Side by side (no pass/fail), per provider: a navigate through the
+operations layer (a leaf move between two entries, with its audit record)
+and ``build_context`` of the same session (about 440 entries), base and head.
+
 Also prints, for head:
 - the ``mysql`` append as a multiple of a plain autocommitted ``INSERT`` into
   the same table (mysqlclient, the floor a database append cannot beat);
@@ -86,6 +90,16 @@ def child(args: argparse.Namespace) -> None:
             ),
             args.samples,
         )
+        from sessiontree.services import tree
+
+        ids = [entry["id"] for entry in provider.list_entries(session_id)[-2:]]
+        results["navigate"] = _median_ms(
+            lambda i: tree.navigate_tree(
+                session_id=session_id, target_id=ids[i % 2], actor="bench", channel="internal", provider=provider
+            ),
+            args.samples,
+        )
+    results["context"] = _median_ms(lambda i: provider.build_context(session_id), args.samples)
     if args.kind == "mysql":
         results["floor"] = _insert_floor(args.url, args.samples)
     print(json.dumps(results))
@@ -239,6 +253,10 @@ def main() -> None:
     for kind in ("file", "mysql"):
         base, head = median("base", kind, "provider"), median("head", kind, "provider")
         print(f"  {kind:<5}  base {base:7.3f}   head {head:7.3f}   head/base {head / base:5.2f}")
+    for key, what in (("navigate", "navigate (operations layer)"), ("context", "build_context")):
+        for kind in ("file", "mysql"):
+            base, head = median("base", kind, key), median("head", kind, key)
+            print(f"  {kind:<5}  {what}: base {base:7.3f}   head {head:7.3f}   head/base {head / base:5.2f}")
     for kind in ("file", "mysql"):
         audited = median("head", kind, "audited")
         print(f"  {kind:<5}  audited append (operations layer, head): {audited:7.3f} ms")

@@ -2,7 +2,10 @@
 
 An append must cost the same whatever the session's size (one line written,
 no rewrite, no full re-read). Prints the median latency at both sizes and
-their ratio. Run from the repository root:
+their ratio; then, side by side for comparison with other commits (no
+pass/fail), the median of a navigate through the operations layer (a leaf
+move with its audit record) and of ``build_context`` at both sizes. Run from
+the repository root:
 
     .venv/bin/python bench/bench_file_provider.py [--samples 300]
 """
@@ -21,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_mysql_provider import production_settings
+from machine import median_ms
 
 
 def setup_django(tmp: str) -> None:
@@ -43,6 +47,28 @@ def median_append_ms(provider, session_id: str, samples: int) -> float:
         provider.append_message(session_id, message)
         timings.append((time.perf_counter() - start) * 1000)
     return statistics.median(timings)
+
+
+def median_navigate_ms(provider, session_id: str, targets: tuple[str, str], samples: int) -> float:
+    """A navigate through the operations layer (what the API and the admin
+    call), alternating between two entries so that every call moves the leaf."""
+    from sessiontree.services import tree
+
+    timings = []
+    for i in range(samples):
+        start = time.perf_counter()
+        tree.navigate_tree(
+            session_id=session_id, target_id=targets[i % 2], actor="bench", channel="internal", provider=provider
+        )
+        timings.append((time.perf_counter() - start) * 1000)
+    return statistics.median(timings)
+
+
+def navigate_targets(provider, session_id: str) -> tuple[str, str]:
+    """Two assistant entries at the end of the session (a plain leaf move each)."""
+    first = provider.append_message(session_id, {"role": "assistant", "content": [{"type": "text", "text": "a"}]})
+    second = provider.append_message(session_id, {"role": "assistant", "content": [{"type": "text", "text": "b"}]})
+    return first["id"], second["id"]
 
 
 def main() -> None:
@@ -75,6 +101,14 @@ def main() -> None:
         print(f"median append at 10 entries:     {small:.3f} ms")
         print(f"median append at {args.large} entries: {large:.3f} ms")
         print(f"ratio large/small: {large / small:.2f} (flat means close to 1.0)")
+        small_targets = navigate_targets(provider, "small")
+        large_targets = navigate_targets(provider, "large")
+        nav_small = median_navigate_ms(provider, "small", small_targets, args.samples)
+        nav_large = median_navigate_ms(provider, "large", large_targets, args.samples)
+        print(f"median navigate (operations layer) at 10 / {args.large} entries: {nav_small:.3f} / {nav_large:.3f} ms")
+        ctx_small = median_ms(lambda: provider.build_context("small"), max(5, args.samples // 10))
+        ctx_large = median_ms(lambda: provider.build_context("large"), max(5, args.samples // 10))
+        print(f"median build_context at 10 / {args.large} entries: {ctx_small:.3f} / {ctx_large:.3f} ms")
 
 
 if __name__ == "__main__":

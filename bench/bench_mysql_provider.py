@@ -6,7 +6,9 @@ Prints:
   moved back, untimed, after each one);
 - appends per second from one client (the 10,000 sequential appends that build
   the deep session);
-- active path and context of a 10,000-entry session with 50 branches;
+- active path and context of a 10,000-entry session with 50 branches, and a
+  navigate through the operations layer there (leaf moves between two
+  branch tips, each with its audit record);
 - the floor: a plain autocommit ``INSERT`` loop with mysqlclient into the same
   table, and the provider's append latency as a multiple of it;
 - the design's locked append sent as raw SQL with mysqlclient (the session
@@ -121,6 +123,21 @@ def timed_appends_at(provider, targets: list[tuple[str, str]], samples: int) -> 
             provider.append_message(session_id, payload)
             timings[target].append((time.perf_counter() - start) * 1000)
     return [statistics.median(t) for t in timings]
+
+
+def median_navigate_ms(provider, session_id: str, targets: tuple[str, str], samples: int) -> float:
+    """A navigate through the operations layer (what the API and the admin
+    call), alternating between two entries so that every call moves the leaf."""
+    from sessiontree.services import tree
+
+    timings = []
+    for i in range(samples):
+        start = time.perf_counter()
+        tree.navigate_tree(
+            session_id=session_id, target_id=targets[i % 2], actor="bench", channel="internal", provider=provider
+        )
+        timings.append((time.perf_counter() - start) * 1000)
+    return statistics.median(timings)
 
 
 def branched_entries(total: int, branches: int) -> tuple[list[dict[str, Any]], str]:
@@ -333,6 +350,8 @@ def run(args: argparse.Namespace, connect: dict[str, Any]) -> None:
     print(f"median build_context (path + context): {context_ms:.1f} ms (target <= 50 ms)")
     print(f"median list_entries (all {len(entries)}):  {list_ms:.1f} ms")
     print(f"median get_snapshot:           {snapshot_ms:.1f} ms")
+    navigate_ms = median_navigate_ms(provider, "branched", (leaf, entries[-1]["id"]), args.samples)
+    print(f"median navigate (operations layer, between two tips): {navigate_ms:.3f} ms")
 
     # 3. the floor: plain INSERTs with mysqlclient into the same table
     floor_pk = AgentSession.objects.get(session_id=provider.create_session(session_id="floor")["session_id"]).pk

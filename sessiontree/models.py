@@ -14,7 +14,11 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from mptt.models import MPTTModel, TreeForeignKey
 
-PROVIDER_CHOICES = [("file", "file"), ("mysql", "mysql")]
+from sessiontree.providers.factory import default_provider_kind, provider_choices
+
+# Provider kinds come from the registry (``SESSIONTREE_PROVIDERS``), evaluated
+# when a form, filter or check needs them: a third storage changes no model.
+PROVIDER_CHOICES = provider_choices
 
 
 class Agent(models.Model):  # type: ignore[django-manager-missing]  # the related model is an MPTT model
@@ -58,7 +62,7 @@ class AgentSession(MPTTModel):
         DELETED = "deleted"
 
     session_id = models.CharField(max_length=64, unique=True)
-    provider = models.CharField(max_length=16, choices=PROVIDER_CHOICES, default="file", db_index=True)
+    provider = models.CharField(max_length=16, choices=PROVIDER_CHOICES, default=default_provider_kind, db_index=True)
     root_entry_id = models.CharField(max_length=64, null=True, blank=True)
     leaf_entry_id = models.CharField(max_length=64, null=True, blank=True)
     cwd = models.TextField(blank=True, default="")
@@ -95,6 +99,12 @@ class AgentSession(MPTTModel):
     # The file provider's streaming entry, kept outside the JSONL until it is
     # completed (the file is append-only and never rewritten).
     in_flight_entry = models.JSONField(null=True, blank=True)
+    # A short preview of the session's first user message, for lists of
+    # untitled sessions without opening their storage. NULL: no user message
+    # yet. Written only from ``core.entries.first_message_preview`` (by the
+    # provider template when the first user message is stored, by session
+    # creation from entries): whatever erases a message's text must clear it.
+    first_message_preview = models.CharField(max_length=200, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 

@@ -52,3 +52,52 @@ def test_id_columns_compare_exactly_on_mysql():
     assert expected <= collations.keys()
     wrong = {column: collations[column] for column in expected if collations[column] not in exact.EXACT_COLLATIONS}
     assert not wrong, f"id columns that do not compare exactly: {wrong}"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0012_fills_the_first_message_preview_of_existing_sessions(tmp_path):
+    """Entries in the database: one query; a session file: its first lines."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("sessiontree", "0011_legal_hold_and_retention")]
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(before)
+    try:
+        apps = executor.loader.project_state(before).apps
+        session_model = apps.get_model("sessiontree", "AgentSession")
+        entry_model = apps.get_model("sessiontree", "AgentSessionEntry")
+
+        def row(session_id: str, provider: str, tree_id: int, **fields):
+            return session_model.objects.create(
+                session_id=session_id, provider=provider, lft=1, rght=2, tree_id=tree_id, level=0, **fields
+            )
+
+        in_db = row("db1", "mysql", 1)
+        for seq, message in enumerate(
+            [{"role": "assistant", "content": "intro"}, {"role": "user", "content": "asked  in the\ndatabase"}], 1
+        ):
+            entry_model.objects.create(
+                session=in_db, entry_id=f"e{seq}", entry_seq=seq, type="message", message=message
+            )
+        path = tmp_path / "f1.jsonl"
+        path.write_text(
+            '{"type":"session","version":3,"id":"f1","timestamp":"2026-01-01T00:00:00.000Z","cwd":""}\n'
+            "not json\n"
+            '{"type":"message","id":"a","parentId":null,"timestamp":"2026-01-01T00:00:00.000Z",'
+            '"message":{"role":"user","content":[{"type":"text","text":"asked in a file"}]}}\n',
+            encoding="utf-8",
+        )
+        row("f1", "file", 2, session_file=str(path))
+        row("f2", "file", 3, session_file=str(tmp_path / "missing.jsonl"))
+        row("empty", "mysql", 4)
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
+    finally:
+        MigrationExecutor(connection).migrate(latest)
+    from sessiontree.models import AgentSession
+
+    previews = dict(AgentSession.objects.values_list("session_id", "first_message_preview"))
+    assert previews == {"db1": "asked in the database", "f1": "asked in a file", "f2": None, "empty": None}

@@ -105,6 +105,13 @@ def _provider(row: AgentSession) -> SessionTreeProvider:
     return get_provider_for_session(row.session_id)
 
 
+def _leaf(provider: SessionTreeProvider, row: AgentSession) -> str | None:
+    """The leaf as the storage says (for ``file`` the file, not the row: Pi may
+    have appended to it since the row was written)."""
+    session = provider.get_session(row.session_id)
+    return session["leaf_entry_id"] if session is not None else row.leaf_entry_id
+
+
 def _entry_name(provider: SessionTreeProvider, row: AgentSession, entry_id: str | None) -> str:
     if entry_id is None:
         return "nothing (before the root)"
@@ -112,8 +119,8 @@ def _entry_name(provider: SessionTreeProvider, row: AgentSession, entry_id: str 
     return f"{entry_id} ({marker}: {preview[:80]})"
 
 
-def _context_line(provider: SessionTreeProvider, row: AgentSession, leaf_id: str | None, what: str) -> str:
-    messages = provider.build_context(row.session_id, leaf_id)["messages"]
+def _context_line(provider: SessionTreeProvider, row: AgentSession, leaf_entry_id: str | None, what: str) -> str:
+    messages = provider.build_context(row.session_id, leaf_entry_id)["messages"]
     tokens = estimate_context_tokens(messages).tokens
     return f"{what}: {len(messages)} message{'s' if len(messages) != 1 else ''}, about {tokens:,} tokens."
 
@@ -123,7 +130,7 @@ def _context_line(provider: SessionTreeProvider, row: AgentSession, leaf_id: str
 
 def preview_switch(row: AgentSession, data: dict[str, Any]) -> Preview:
     provider = _provider(row)
-    leaf = provider.get_session(row.session_id)["leaf_entry_id"]  # type: ignore[index]
+    leaf = _leaf(provider, row)
     return Preview(
         [
             f"The leaf moves from {_entry_name(provider, row, leaf)} to {_entry_name(provider, row, data['entry_id'])}.",
@@ -135,8 +142,10 @@ def preview_switch(row: AgentSession, data: dict[str, Any]) -> Preview:
 
 
 def run_switch(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -> Outcome:
-    before = row.leaf_entry_id
+    provider = _provider(row)
+    before = _leaf(provider, row)
     session = services.tree.switch_leaf(
+        provider=provider,
         session_id=row.session_id,
         entry_id=data["entry_id"],
         actor=request.user,
@@ -150,7 +159,7 @@ def run_switch(request: HttpRequest, row: AgentSession, data: dict[str, Any]) ->
 
 def preview_reset(row: AgentSession, data: dict[str, Any]) -> Preview:
     provider = _provider(row)
-    leaf = provider.get_session(row.session_id)["leaf_entry_id"]  # type: ignore[index]
+    leaf = _leaf(provider, row)
     return Preview(
         [
             f"The leaf moves from {_entry_name(provider, row, leaf)} to before the root.",
@@ -162,8 +171,10 @@ def preview_reset(row: AgentSession, data: dict[str, Any]) -> Preview:
 
 
 def run_reset(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -> Outcome:
-    before = row.leaf_entry_id
+    provider = _provider(row)
+    before = _leaf(provider, row)
     services.tree.reset_leaf(
+        provider=provider,
         session_id=row.session_id,
         actor=request.user,
         channel=CHANNEL,
@@ -174,7 +185,7 @@ def run_reset(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -> 
 
 def preview_navigate(row: AgentSession, data: dict[str, Any]) -> Preview:
     provider = _provider(row)
-    leaf = provider.get_session(row.session_id)["leaf_entry_id"]  # type: ignore[index]
+    leaf = _leaf(provider, row)
     target = provider.get_entry(row.session_id, data["entry_id"])
     role = message_of(target).get("role") if target.get("type") == "message" else None
     lines = [f"Navigate from {_entry_name(provider, row, leaf)} to {_entry_name(provider, row, data['entry_id'])}."]
@@ -190,7 +201,7 @@ def preview_navigate(row: AgentSession, data: dict[str, Any]) -> Preview:
 
 def run_navigate(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -> Outcome:
     provider = _provider(row)
-    before = row.leaf_entry_id
+    before = _leaf(provider, row)
     result = services.tree.navigate_tree(
         provider=provider,
         session_id=row.session_id,

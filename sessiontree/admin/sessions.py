@@ -23,9 +23,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.utils import model_ngettext
-from django.contrib.admin.views.main import ChangeList
 from django.core.exceptions import PermissionDenied
-from django.db.models import Case, OuterRef, QuerySet, Subquery, Value, When
+from django.db.models import QuerySet
 from django.db.models.functions import Coalesce
 from django.http import (
     Http404,
@@ -45,7 +44,7 @@ from django.utils.http import urlencode
 from sessiontree import services
 from sessiontree.core.entries import message_of
 from sessiontree.core.errors import SessionTreeError
-from sessiontree.models import AgentSession, AgentSessionEntry, AuditRecord
+from sessiontree.models import AgentSession, AuditRecord
 from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.selectors.entry_context import (
     ENTRY_FILTERS,
@@ -59,7 +58,7 @@ from sessiontree.selectors.tree_window import TreeWindow, branch_window, read_sk
 from sessiontree.services.operations import Operation
 
 from . import plugins
-from .entry_display import content_text, describe_entry, entry_fields, message_text, shorten, to_json
+from .entry_display import describe_entry, entry_fields, message_text, shorten, to_json
 from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter, OnLegalHoldFilter
 from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm
 
@@ -81,26 +80,6 @@ class AgentSessionForm(forms.ModelForm):
         if not isinstance(metadata, dict):
             raise forms.ValidationError('Metadata must be a JSON object, e.g. {} or {"team": "billing"}.')
         return metadata
-
-
-class SessionChangeList(ChangeList):
-    """The list's rows, with the first user message of untitled sessions whose
-    entries are in the database (one subquery; session files are never opened)."""
-
-    def get_queryset(self, request: HttpRequest, exclude_parameters: Any = None) -> QuerySet[Any]:
-        queryset = super().get_queryset(request, exclude_parameters)
-        first_user_message = (
-            AgentSessionEntry.objects.filter(session=OuterRef("pk"), type="message", message__role="user")
-            .order_by("entry_seq")
-            .values("message")[:1]
-        )
-        return queryset.annotate(
-            first_user_message=Case(
-                When(title__isnull=True, provider="mysql", then=Subquery(first_user_message)),
-                When(title="", provider="mysql", then=Subquery(first_user_message)),
-                default=Value(None),
-            )
-        )
 
 
 def header_time(row: AgentSession) -> dt.datetime | None:
@@ -202,18 +181,15 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
     # --- the list -------------------------------------------------------------------------------
 
-    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[ChangeList]:
-        return SessionChangeList
-
     @admin.display(description="title", ordering=Coalesce("title", "session_id"))
     def title_or_first_message(self, row: AgentSession) -> str:
+        # Untitled sessions show their first user message's preview: a meta
+        # column every storage keeps, so no entry is read for the list.
         if row.title:
             return row.title
-        message = getattr(row, "first_user_message", None)
-        if isinstance(message, dict):
-            text = shorten(content_text(message.get("content")), 80)
-            if text:
-                return format_html("<em>“{}”</em>", text)
+        text = shorten(row.first_message_preview or "", 80)
+        if text:
+            return format_html("<em>“{}”</em>", text)
         return format_html("<em>untitled</em> <code>{}</code>", row.session_id)
 
     @admin.display(description="entries", ordering="entry_count")

@@ -12,7 +12,8 @@ from django.db.models.functions import Lower
 from django_filters import rest_framework as filters
 from django_filters.fields import IsoDateTimeField
 
-from sessiontree.models import PROVIDER_CHOICES, AgentSession
+from sessiontree.models import AgentSession
+from sessiontree.providers.factory import ProviderChoices
 
 
 class IdFilter(filters.Filter):
@@ -47,7 +48,7 @@ class MomentFilter(filters.IsoDateTimeFilter):
 class SessionFilter(filters.FilterSet):
     agent = IdFilter(field_name="agent_id", help_text="The agent's id.")
     user_id = filters.CharFilter(field_name="user_id", max_length=191)
-    provider = filters.ChoiceFilter(field_name="provider", choices=PROVIDER_CHOICES)
+    provider = filters.ChoiceFilter(field_name="provider", choices=ProviderChoices())
     status = filters.ChoiceFilter(
         field_name="status",
         choices=AgentSession.Status.choices,

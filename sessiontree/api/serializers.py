@@ -26,6 +26,7 @@ from sessiontree.core.errors import InvalidEntry, InvalidSessionId
 from sessiontree.core.types import SessionTreeSession
 from sessiontree.models import AgentSession
 from sessiontree.providers import meta
+from sessiontree.providers.factory import provider_kinds
 from sessiontree.selectors.export import EXPORT_SCOPES
 from sessiontree.selectors.nested_tree import DEFAULT_TREE_DEPTH, MAX_TREE_DEPTH
 from sessiontree.services import versions
@@ -230,11 +231,19 @@ SESSION_FIELDS = (
 )
 
 
+class ProviderKindField(serializers.ChoiceField):
+    """A storage kind: one the provider registry knows when the serializer is
+    made (``provider_kinds``), so a storage added there needs no edit here."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(choices=list(provider_kinds()), **kwargs)
+
+
 class SessionSerializer(serializers.Serializer):
     """A session's meta (snake_case). ``leaf_entry_id`` is the current position."""
 
     session_id = serializers.CharField(read_only=True)
-    provider = serializers.ChoiceField(choices=["file", "mysql"], read_only=True)
+    provider = ProviderKindField(read_only=True)
     title = serializers.CharField(read_only=True, allow_null=True)
     status = serializers.ChoiceField(choices=list(SESSION_STATUSES), read_only=True)
     agent_id = serializers.IntegerField(read_only=True, allow_null=True)
@@ -290,8 +299,7 @@ class SessionCreateSerializer(InputSerializer):
     """A new, empty session. Every field is optional."""
 
     session_id = session_id_field(required=False, help_text="Your own id (letters, digits, '-', '_', '.').")
-    provider = serializers.ChoiceField(
-        choices=["file", "mysql"],
+    provider = ProviderKindField(
         required=False,
         help_text="Where the entries live. Default: the agent's session_provider, else SESSIONTREE_DEFAULT_PROVIDER.",
     )

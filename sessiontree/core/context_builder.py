@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from .errors import EntryNotFound
+from .errors import BadInput, EntryNotFound
 from .path import build_entry_index, path_entries
 from .types import UNSET, Entry, ModelRef, SessionContext, Unset
 
@@ -224,14 +224,23 @@ def build_session_context(
     entries: Sequence[Entry],
     leaf_id: str | None | Unset = UNSET,
     by_id: Mapping[str, Entry] | None = None,
+    *,
+    leaf_entry_id: str | None | Unset = UNSET,
 ) -> SessionContext:
-    """Build the LLM context for the path ending at ``leaf_id``.
+    """Build the LLM context for the path ending at the leaf.
 
-    ``leaf_id`` omitted → the last entry; ``None`` → an empty context (the
-    leaf was reset before the first entry). Unlike Pi, an explicit leaf id that
-    does not exist raises ``EntryNotFound`` instead of silently using the last
-    entry: a caller asking for a specific position must not get another one.
+    The leaf is ``leaf_entry_id`` (the name every other call uses) or
+    ``leaf_id`` (this function's name in the Python API contract; positional
+    or keyword); giving both with different values is ``BadInput``. Omitted →
+    the last entry; ``None`` → an empty context (the leaf was reset before the
+    first entry). Unlike Pi, an explicit leaf id that does not exist raises
+    ``EntryNotFound`` instead of silently using the last entry: a caller asking
+    for a specific position must not get another one.
     """
+    if not isinstance(leaf_entry_id, Unset):
+        if not isinstance(leaf_id, Unset) and leaf_id != leaf_entry_id:
+            raise BadInput(f"leaf_id {leaf_id!r} and leaf_entry_id {leaf_entry_id!r} name different leaves")
+        leaf_id = leaf_entry_id
     if leaf_id is None:
         return empty_context()
     if by_id is None:

@@ -36,6 +36,43 @@ def message_of(entry: Mapping[str, Any]) -> dict[str, Any]:
     return message if isinstance(message, dict) else {}
 
 
+# How much of the first user message a session's meta row keeps, for lists
+# of untitled sessions (``first_message_preview``).
+PREVIEW_LENGTH = 120
+_SPACES = re.compile(r"\s+")
+
+
+def first_message_preview(entries: Iterable[Mapping[str, Any]]) -> str | None:
+    """A short preview of the first user message among ``entries`` (append
+    order): its text blocks joined, whitespace collapsed, cut to
+    ``PREVIEW_LENGTH`` characters; ``""`` for a user message without text
+    (an image); ``None`` when there is no user message.
+
+    The only source of a meta row's ``first_message_preview``, whichever
+    storage or operation writes it (so whatever later erases message text
+    knows where that copy comes from)."""
+    for entry in entries:
+        if entry.get("type") != "message":
+            continue
+        message = message_of(entry)
+        if message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            text = " ".join(
+                block["text"]
+                for block in content
+                if isinstance(block, Mapping) and block.get("type") == "text" and isinstance(block.get("text"), str)
+            )
+        else:
+            text = ""
+        text = _SPACES.sub(" ", text).strip()
+        return text if len(text) <= PREVIEW_LENGTH else text[: PREVIEW_LENGTH - 1].rstrip() + "…"
+    return None
+
+
 def _require_str(entry: Entry, key: str, *, allow_empty: bool = True) -> None:
     value = entry.get(key)
     if not isinstance(value, str) or (not allow_empty and not value):
@@ -121,8 +158,8 @@ def validate_entry_shape(entry: Any, by_id: Mapping[str, Entry]) -> None:
             raise InvalidEntry("usage entry needs a 'usage' object")
 
 
-def prepare_new_entry(entry: Any, *, leaf_id: str | None, by_id: Mapping[str, Entry]) -> Entry:
-    """A validated copy of ``entry`` ready to store as a child of ``leaf_id``.
+def prepare_new_entry(entry: Any, *, leaf_entry_id: str | None, by_id: Mapping[str, Entry]) -> Entry:
+    """A validated copy of ``entry`` ready to store as a child of ``leaf_entry_id``.
 
     ``id`` is kept if given (and must be new), else generated; ``parentId`` is
     always the leaf (a different one is refused: move the leaf first);
@@ -137,15 +174,15 @@ def prepare_new_entry(entry: Any, *, leaf_id: str | None, by_id: Mapping[str, En
         raise InvalidEntry(f"Entry id must be a non-empty string of at most {MAX_ENTRY_ID_LENGTH} characters")
     elif entry_id in by_id:
         raise InvalidEntry(f"Duplicate entry id {entry_id}")
-    if "parentId" in entry and entry["parentId"] != leaf_id:
+    if "parentId" in entry and entry["parentId"] != leaf_entry_id:
         raise InvalidEntry(
-            f"Entry {entry_id} names parentId {entry['parentId']!r} but the leaf is {leaf_id!r}; "
+            f"Entry {entry_id} names parentId {entry['parentId']!r} but the leaf is {leaf_entry_id!r}; "
             "switch the leaf first (entries are always appended to the leaf)"
         )
     prepared: Entry = {
         "type": entry["type"],
         "id": entry_id,
-        "parentId": leaf_id,
+        "parentId": leaf_entry_id,
         "timestamp": entry.get("timestamp") or now_iso(),
     }
     for key, value in entry.items():

@@ -45,12 +45,12 @@ class EntryParents(Mapping[str, Any]):
         return len(self._by_id)
 
 
-def walk_path(leaf_id: str, parent_of: Mapping[str, Any], *, strict: bool = False) -> list[str]:
-    """The ids from the root to ``leaf_id`` (root first): the one tree walker.
+def walk_path(leaf_entry_id: str, parent_of: Mapping[str, Any], *, strict: bool = False) -> list[str]:
+    """The ids from the root to ``leaf_entry_id`` (root first): the one tree walker.
 
     ``parent_of`` maps every entry id of the session to its ``parentId``
     (``None`` for a root): a plain dict, a database skeleton, or
-    ``EntryParents`` over an entry index. An unknown ``leaf_id`` raises
+    ``EntryParents`` over an entry index. An unknown ``leaf_entry_id`` raises
     ``EntryNotFound``; a cycle raises ``CorruptSessionTree``.
 
     A parent id that names no entry makes its child a root, as Pi does when
@@ -60,11 +60,11 @@ def walk_path(leaf_id: str, parent_of: Mapping[str, Any], *, strict: bool = Fals
     entry: the kernel plan's ``getPathToLeaf`` check for trees being built.
     Iterative, so a 100,000-deep chain is fine.
     """
-    if not isinstance(leaf_id, str) or leaf_id not in parent_of:
-        raise EntryNotFound(f"Entry {leaf_id} not found")
+    if not isinstance(leaf_entry_id, str) or leaf_entry_id not in parent_of:
+        raise EntryNotFound(f"Entry {leaf_entry_id} not found")
     path: list[str] = []
     seen: set[str] = set()
-    current: Any = leaf_id
+    current: Any = leaf_entry_id
     while current is not None:
         if current in seen:
             raise CorruptSessionTree(f"Cycle detected at entry {current}")
@@ -99,28 +99,28 @@ def find_cycles(parent_of: Mapping[str, Any]) -> Iterator[list[str]]:
         done.update(chain)
 
 
-def path_entries(leaf_id: str, by_id: Mapping[str, Entry], *, strict: bool = False) -> list[Entry]:
+def path_entries(leaf_entry_id: str, by_id: Mapping[str, Entry], *, strict: bool = False) -> list[Entry]:
     """``walk_path`` over an entry index, returning the entries themselves."""
-    return [by_id[entry_id] for entry_id in walk_path(leaf_id, EntryParents(by_id), strict=strict)]
+    return [by_id[entry_id] for entry_id in walk_path(leaf_entry_id, EntryParents(by_id), strict=strict)]
 
 
 def get_path_to_leaf(
     entries: Sequence[Entry],
-    leaf_id: str | None,
+    leaf_entry_id: str | None,
     by_id: Mapping[str, Entry] | None = None,
 ) -> list[Entry]:
-    """The active path: root first, ``leaf_id`` last. ``None`` → empty path.
+    """The active path: root first, ``leaf_entry_id`` last. ``None`` → empty path.
 
     Strict, as the kernel plan asks: raises ``EntryNotFound`` for an unknown
     leaf and ``CorruptSessionTree`` for a parent that does not exist or a
     cycle, naming the entry. (Stored sessions are read with Pi's tolerant
     rule instead: see ``walk_path``.)
     """
-    if leaf_id is None:
+    if leaf_entry_id is None:
         return []
     if by_id is None:
         by_id = build_entry_index(entries)
-    return path_entries(leaf_id, by_id, strict=True)
+    return path_entries(leaf_entry_id, by_id, strict=True)
 
 
 def group_children_by_parent(entries: Iterable[Entry]) -> dict[str | None, list[str]]:

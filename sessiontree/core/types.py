@@ -34,7 +34,10 @@ UNSET: Final = Unset()
 
 CURRENT_SESSION_VERSION = 3
 
-SessionTreeProviderKind = Literal["file", "mysql"]
+# A storage kind the provider registry knows (``SESSIONTREE_PROVIDERS``:
+# ``file`` and ``mysql`` by default); kinds are never listed here, so a third
+# storage needs no change to the kernel.
+SessionTreeProviderKind = str
 SessionStatus = Literal["active", "archived", "deleted"]
 
 ENTRY_TYPES: frozenset[str] = frozenset(

@@ -14,8 +14,10 @@ provider has them (``providers/one_step.py``), for tests and tools only.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from sessiontree.core.errors import (
     CorruptSessionTree,
@@ -31,6 +33,9 @@ from sessiontree.core.errors import (
 )
 from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot, SessionTreeSession, Unset
 
+if TYPE_CHECKING:
+    from .port import MetaRecount, StoredScan, TornTailCut
+
 __all__ = [
     "UNSET",
     "CorruptSessionTree",
@@ -40,6 +45,7 @@ __all__ = [
     "InvalidSessionId",
     "LeafConflict",
     "OneStepWriter",
+    "RegistersFiles",
     "SessionAlreadyExists",
     "SessionNotFound",
     "SessionTreeError",
@@ -96,6 +102,18 @@ class SessionTreeProvider(Protocol):
         **fields: Any,
     ) -> SessionTreeSession: ...
 
+    def create_fork(
+        self,
+        source: SessionTreeSession,
+        copied: list[Entry],
+        *,
+        new_session_id: str | None = None,
+        before_commit: Callable[[SessionTreeSession], None] | None = None,
+        **fields: Any,
+    ) -> SessionTreeSession:
+        """A fork's new session from what the caller read (``template.fork_copies``)."""
+        ...
+
     def read(self, session_id: str) -> Any:
         """A consistent read of one session (a ``StoredView``: state, skeleton, entries)."""
         ...
@@ -118,6 +136,43 @@ class SessionTreeProvider(Protocol):
     def get_snapshot(self, session_id: str) -> SessionSnapshot: ...
 
     def build_context(self, session_id: str, leaf_entry_id: str | None | Unset = UNSET) -> SessionContext: ...
+
+    # --- maintenance: what verification and repairs need of the storage ----------
+    def scan(self, session_id: str) -> StoredScan: ...
+
+    def cut_torn_tail(
+        self, session_id: str, *, before_commit: Callable[[TornTailCut], None] | None = None
+    ) -> TornTailCut | None: ...
+
+    def recount(self, session_id: str) -> MetaRecount: ...
+
+    def recompute_meta(
+        self, session_id: str, *, before_commit: Callable[[MetaRecount], None] | None = None
+    ) -> MetaRecount: ...
+
+
+@runtime_checkable
+class RegistersFiles(Protocol):
+    """A provider that can adopt a Pi file where it lies as one of its
+    sessions (the ``file`` provider; ``sync_sessions --mode index``)."""
+
+    def register_existing_file(
+        self,
+        session_id: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        before_commit: Callable[[SessionTreeSession], None] | None = None,
+        **fields: Any,
+    ) -> SessionTreeSession: ...
+
+    def path_for(self, session_id: str) -> Path:
+        """Where a session without a recorded file of its own is stored."""
+        ...
+
+    def forget_files(self) -> None:
+        """Drop what this process keeps of files it read (a folder sync reads
+        many once; their parsed copies must not stay in memory)."""
+        ...
 
 
 @runtime_checkable

@@ -12,7 +12,7 @@ Every place that creates a session resolves its provider the same way
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import cache
 from typing import Any
 
@@ -20,9 +20,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from sessiontree.core.errors import SessionNotFound
-
-from .base import SessionTreeProvider
+from .base import RegistersFiles, SessionTreeProvider
 
 DEFAULT_PROVIDER_KIND = "file"
 DEFAULT_PROVIDERS: dict[str, str] = {
@@ -40,10 +38,28 @@ def provider_registry() -> dict[str, str]:
 
 
 def provider_kinds() -> tuple[str, ...]:
+    """The kinds the registry knows, in its order: the one list of kinds
+    (models, serializers, filters and commands take their choices from it)."""
     return tuple(provider_registry())
 
 
-# Read once at import for code that wants the built-in kinds as constants.
+def provider_choices() -> list[tuple[str, str]]:
+    """``provider_kinds`` as Django choices, for fields that evaluate them
+    when used (a callable ``choices``), so a kind added to the registry needs
+    no edit, and no migration, anywhere else."""
+    return [(kind, kind) for kind in provider_kinds()]
+
+
+class ProviderChoices:
+    """``provider_choices()`` read again each time it is iterated: for
+    choices that must be a list where they are declared but should follow
+    the registry (a filter's, which the OpenAPI schema lists as an enum)."""
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(provider_choices())
+
+
+# The kinds built in (the registry's default); what is configured is ``provider_kinds()``.
 PROVIDER_KINDS: tuple[str, ...] = tuple(DEFAULT_PROVIDERS)
 
 
@@ -106,15 +122,29 @@ def get_provider(kind: str | None = None) -> SessionTreeProvider:
     return provider
 
 
+def file_registering_provider() -> SessionTreeProvider:
+    """The provider that adopts Pi files in place (``RegistersFiles``): the
+    default one if it can, else the first in the registry that can."""
+    default = default_provider_kind()
+    for kind in (default, *(k for k in provider_kinds() if k != default)):
+        if issubclass(_provider_class(provider_registry()[kind]), RegistersFiles):
+            return get_provider(kind)
+    raise ImproperlyConfigured("No provider in SESSIONTREE_PROVIDERS can register Pi files in place")
+
+
 def get_provider_for_agent(agent: Any, *, explicit: Any = None) -> SessionTreeProvider:
     return get_provider(resolve_session_provider_kind(agent, explicit=explicit))
 
 
 def get_provider_for_session(session_id: str) -> SessionTreeProvider:
-    """The provider that stores ``session_id`` (from its meta row)."""
+    """The provider that stores ``session_id`` (one short read of its meta
+    row; ``SessionNotFound`` for an unknown session)."""
     from . import meta
 
-    row = meta.get_row(session_id)
-    if row is None:  # pragma: no cover - get_row raises
-        raise SessionNotFound(f"Session {session_id} not found")
-    return get_provider(row.provider)
+    return get_provider(meta.provider_kind_of(session_id))
+
+
+def provider_for(provider: SessionTreeProvider | None, session_id: str) -> SessionTreeProvider:
+    """``provider`` when the caller has it (the API and the admin do), else the
+    one that stores ``session_id``: every operation resolves it this way."""
+    return provider if provider is not None else get_provider_for_session(session_id)

@@ -25,13 +25,15 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import logging
 import os
 import stat
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -40,6 +42,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from sessiontree.core.entries import first_message_preview
 from sessiontree.core.errors import (
     CorruptSessionTree,
     EntryNotFound,
@@ -52,12 +55,12 @@ from sessiontree.core.errors import (
 from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import EntryParents, TreeStats, tree_stats
 from sessiontree.core.pi_session_file import append_lines, migrate_to_current_version, serialize_file, serialize_line
-from sessiontree.core.session_reader import SessionReader, gc_paused, read_chunks, read_session_bytes
+from sessiontree.core.session_reader import SessionReader, gc_paused, read_chunks, read_session_bytes, whole_lines_end
 from sessiontree.core.types import Entry, SessionTreeSession
-from sessiontree.models import AgentSession
+from sessiontree.core.verify import MetaCounts, scan_session_bytes
 
 from . import meta
-from .port import BeforeCommit, SessionState
+from .port import BeforeCommit, MetaRecount, SessionState, StoredScan, StoredWrite, TornTailCut, TreeFields
 from .template import TreeProvider
 
 KIND = "file"
@@ -120,16 +123,49 @@ class _FileReplaced(Exception):
 
 _cache: dict[str, FileIndex] = {}
 _cache_lock = threading.Lock()
+# Session id → its file, as the meta row last said: lets a write lock the file
+# before its one read of the row (which then confirms the path, or the write
+# starts again on the row's). Bounded: cleared when full.
+_paths: dict[str, Path] = {}
+MAX_KNOWN_PATHS = 100_000
 
 
 def clear_index_cache() -> None:
+    """Forget every parsed file (and where each session's file is)."""
     with _cache_lock:
         _cache.clear()
+        _paths.clear()
 
 
 def _forget(path: Path) -> None:
     with _cache_lock:
         _cache.pop(str(path), None)
+
+
+def _known_path(session_id: str) -> Path | None:
+    with _cache_lock:
+        return _paths.get(session_id)
+
+
+@functools.lru_cache(maxsize=65536)
+def _file_path(name: str) -> Path:
+    """A row's ``session_file`` as a path, parsed once per process (paths are
+    immutable; parsing one costs more than the rest of a read's bookkeeping)."""
+    return Path(name)
+
+
+def _remember_path(session_id: str, path: Path) -> None:
+    if _paths.get(session_id) is path:  # the usual case: known already (a plain dict read)
+        return
+    with _cache_lock:
+        if len(_paths) >= MAX_KNOWN_PATHS:
+            _paths.clear()
+        _paths[session_id] = path
+
+
+def _forget_path(session_id: str) -> None:
+    with _cache_lock:
+        _paths.pop(session_id, None)
 
 
 class _Overlay(Mapping[str, Entry]):
@@ -161,92 +197,67 @@ class _Overlay(Mapping[str, Entry]):
 # --- the session's meta row, read without the ORM (the hot path) ----------------------
 
 _q = connection.ops.quote_name
-_ROW_COLUMNS = (
-    "id",
-    "provider",
-    "status",
-    "leaf_entry_id",
-    "root_entry_id",
-    "entry_count",
-    "branch_count",
-    "compaction_count",
-    "in_flight_entry",
-    "session_file",
-)
-_TABLE = _q(AgentSession._meta.db_table)
-_SELECT_ROW = f"SELECT {', '.join(_q(c) for c in _ROW_COLUMNS)} FROM {_TABLE} WHERE {_q('session_id')} = %s"
+# The meta row and the storage's own column: the in-flight entry.
+_SELECT_ROW = meta.select_sql([_q("in_flight_entry")])
 _UPDATE_ROW = (
-    f"UPDATE {_TABLE} SET {_q('leaf_entry_id')} = %s, {_q('root_entry_id')} = %s, {_q('entry_count')} = %s, "
+    f"UPDATE {meta.TABLE} SET {_q('leaf_entry_id')} = %s, {_q('root_entry_id')} = %s, {_q('entry_count')} = %s, "
     f"{_q('branch_count')} = %s, {_q('compaction_count')} = %s, {_q('in_flight_entry')} = %s, "
-    f"{_q('updated_at')} = %s WHERE {_q('id')} = %s"
+    f"{_q('first_message_preview')} = %s, {_q('updated_at')} = %s WHERE {_q('id')} = %s"
 )
 
 
 @dataclass
 class _Row:
-    pk: int
-    session_id: str
-    status: str
-    leaf_entry_id: str | None
-    root_entry_id: str | None
-    entry_count: int
-    branch_count: int
-    compaction_count: int
+    """The session's meta row and the file storage's own column."""
+
+    meta: meta.MetaRow
     in_flight_entry: Entry | None
-    session_file: str
+
+    @property
+    def session_id(self) -> str:
+        return self.meta.session_id
 
 
 def _select_row(session_id: str) -> _Row:
-    meta.validate_session_id(session_id)
-    with connection.cursor() as cursor:
-        cursor.execute(_SELECT_ROW, [session_id])
-        found = cursor.fetchone()
-    if found is None:
-        raise SessionNotFound(f"Session {session_id} not found")
-    pk, provider, status, leaf, root, count, branches, compactions, in_flight, session_file = found
-    if provider != KIND:
-        raise SessionNotFound(f"Session {session_id} not found in the {KIND} provider (it is a {provider} session)")
+    row, (in_flight,) = meta.fetch_row(_SELECT_ROW, session_id, provider=KIND)
     if isinstance(in_flight, str | bytes):
         in_flight = orjson.loads(in_flight)
-    return _Row(pk, session_id, status, leaf, root, count, branches, compactions, in_flight or None, session_file)
+    return _Row(row, in_flight or None)
 
 
 def _state(row: _Row, index: FileIndex) -> SessionState:
     """The session as the file says: the row's leaf while the file holds what
     the row has seen, else the file's last entry (Pi's rule)."""
     stats = index.stats
+    recorded = row.meta
     in_flight = row.in_flight_entry
     if in_flight is not None:
         leaf: str | None = in_flight["id"]
-    elif stats.entry_count != row.entry_count or (
-        row.leaf_entry_id is not None and row.leaf_entry_id not in index.by_id
+    elif stats.entry_count != recorded.entry_count or (
+        recorded.leaf_entry_id is not None and recorded.leaf_entry_id not in index.by_id
     ):
         leaf = index.entries[-1]["id"] if index.entries else None
     else:
-        leaf = row.leaf_entry_id
+        leaf = recorded.leaf_entry_id
     return SessionState(
-        pk=row.pk,
-        session_id=row.session_id,
+        pk=recorded.pk,
+        session_id=recorded.session_id,
         provider=KIND,
-        status=row.status,
+        status=recorded.status,
         leaf_entry_id=leaf,
         root_entry_id=stats.root_entry_id,
         entry_count=stats.entry_count,
         branch_count=stats.branch_count,
         compaction_count=stats.compaction_count,
         in_flight_entry_id=in_flight["id"] if in_flight is not None else None,
+        first_message_preview=recorded.first_message_preview,
     )
 
 
-def _session_dict(state: SessionState) -> SessionTreeSession:
-    """The contract's session dict: the row as stored, the tree as the file says."""
-    session = meta.to_session_dict(meta.get_row(state.session_id, provider=KIND))
-    session["leaf_entry_id"] = state.leaf_entry_id
-    session["root_entry_id"] = state.root_entry_id
-    session["entry_count"] = state.entry_count
-    session["branch_count"] = state.branch_count
-    session["compaction_count"] = state.compaction_count
-    return session
+def _tree_fields(state: SessionState | meta.MetaRow) -> TreeFields:
+    return TreeFields(
+        state.entry_count, state.branch_count, state.compaction_count, state.root_entry_id, state.leaf_entry_id
+    )
 
 
 # --- reads and writes -----------------------------------------------------------------
@@ -260,6 +271,7 @@ class FileView:
         self.index = index
         self.in_flight_entry: Entry | None = row.in_flight_entry
         self.state = _state(row, index)
+        self.written_at: Any = None  # the row's new updated_at, once a write stored it
 
     def _by_id(self) -> Mapping[str, Entry]:
         if self.in_flight_entry is None:
@@ -267,7 +279,11 @@ class FileView:
         return _Overlay({self.in_flight_entry["id"]: self.in_flight_entry}, self.index.by_id)
 
     def session(self) -> SessionTreeSession:
-        return _session_dict(self.state)
+        """The row as stored, the tree as the file says."""
+        return self.row.meta.session(self.state, updated_at=self.written_at)
+
+    def recount(self) -> MetaRecount:
+        return MetaRecount(_tree_fields(self.row.meta), _tree_fields(self.state), self.row.meta.title)
 
     def parents(self) -> Mapping[str, Any]:
         return EntryParents(self._by_id())
@@ -360,6 +376,7 @@ class FileWrite(FileView):
     def row_params(self) -> list[Any]:
         state = self.state
         in_flight = orjson.dumps(self.in_flight_entry).decode() if self.in_flight_entry is not None else None
+        self.written_at = timezone.now()
         return [
             state.leaf_entry_id,
             state.root_entry_id,
@@ -367,7 +384,8 @@ class FileWrite(FileView):
             state.branch_count,
             state.compaction_count,
             in_flight,
-            connection.ops.adapt_datetimefield_value(timezone.now()),
+            state.first_message_preview,
+            connection.ops.adapt_datetimefield_value(self.written_at),
             state.pk,
         ]
 
@@ -410,7 +428,7 @@ class FileStorage:
     def _path(self, row: _Row) -> Path:
         """The session's file: the one its row names (a Pi file indexed in
         place), else ``<root>/<id>.jsonl``."""
-        return Path(row.session_file) if row.session_file else self.path_for(row.session_id)
+        return _file_path(row.meta.session_file) if row.meta.session_file else self.path_for(row.session_id)
 
     # --- index ------------------------------------------------------------------------
     def _refresh(self, path: Path, fd: int) -> FileIndex:
@@ -525,22 +543,26 @@ class FileStorage:
                 os.close(fd)
 
     # --- port: reads ---------------------------------------------------------------------
+    def read(self, session_id: str) -> AbstractContextManager[FileView]:
+        return self._read(_select_row(session_id))
+
     @contextmanager
-    def read(self, session_id: str) -> Iterator[FileView]:
-        row = _select_row(session_id)
-        with self._open(self._path(row), session_id, exclusive=False) as (_fd, index):
+    def _read(self, row: _Row) -> Iterator[FileView]:
+        path = self._path(row)
+        with self._open(path, row.session_id, exclusive=False) as (_fd, index):
+            _remember_path(row.session_id, path)
             yield FileView(row, index)
 
     def session(self, session_id: str) -> SessionTreeSession:
         """The session's meta with the leaf and counts as its file says; as
         stored in the row when the file cannot be read (it may be damaged:
         the meta stays inspectable, reads of entries say what is wrong)."""
-        row = meta.get_row(session_id, provider=KIND)  # SessionNotFound: no such session
+        row = _select_row(session_id)  # SessionNotFound: no such session
         try:
-            with self.read(session_id) as view:
+            with self._read(row) as view:
                 return view.session()
         except SessionTreeError:
-            return meta.to_session_dict(row)
+            return row.meta.session()
 
     def header(self, session_id: str) -> dict[str, Any]:
         with self.read(session_id) as view:
@@ -548,13 +570,36 @@ class FileStorage:
 
     # --- port: writes --------------------------------------------------------------------
     def write(self, session_id: str, work: Callable[[FileWrite], T], *, before_commit: BeforeCommit | None) -> T:
-        path = self._path(_select_row(session_id))  # SessionNotFound before touching any file
-        with self._open(path, session_id, exclusive=True) as (fd, index):
-            txn = FileWrite(_select_row(session_id), index)  # re-read under the lock
-            result = work(txn)
-            if txn.row_changed or txn.pending or before_commit is not None or _drifted(txn):
-                self._commit(path, fd, txn, before_commit)
-            return result
+        """Lock the file, read the row once (under the lock), run ``work``, commit.
+
+        The file to lock comes from where this process last found it; the
+        row read under the lock confirms it, or names the file to start again
+        on. Unknown: the row is read first (``SessionNotFound`` before any
+        file is touched)."""
+        path = _known_path(session_id)
+        confirmed = path is None
+        if path is None:
+            path = self._path(_select_row(session_id))
+        while True:
+            try:
+                with self._open(path, session_id, exclusive=True) as (fd, index):
+                    row = _select_row(session_id)  # under the lock: what no writer changes meanwhile
+                    actual = self._path(row)
+                    if actual != path:  # the session's file is elsewhere now (re-created)
+                        path, confirmed = actual, True
+                        continue
+                    _remember_path(session_id, path)
+                    txn = FileWrite(row, index)
+                    result = work(txn)
+                    if txn.row_changed or txn.pending or before_commit is not None or _drifted(txn):
+                        self._commit(path, fd, txn, before_commit)
+                    return result
+            except SessionNotFound:
+                if confirmed:
+                    raise
+                # The remembered file is gone: ask the row where it is (or whether the session is).
+                _forget_path(session_id)
+                path, confirmed = self._path(_select_row(session_id)), True
 
     def _commit(self, path: Path, fd: int, txn: FileWrite, before_commit: BeforeCommit | None) -> None:
         """The row update, ``before_commit``'s writes and the lines, together.
@@ -643,6 +688,7 @@ class FileStorage:
             if created:
                 path.unlink(missing_ok=True)
             raise
+        _remember_path(session_id, path)
         return session
 
     def register_existing_file(
@@ -675,10 +721,12 @@ class FileStorage:
                     header=header,
                     stats=stats,
                     leaf_entry_id=index.entries[-1]["id"] if index.entries else None,
+                    first_message_preview=first_message_preview(index.entries),
                 )
                 session = meta.to_session_dict(row)
                 if before_commit is not None:
                     before_commit(session)
+        _remember_path(session_id, file_path)
         return session
 
     def destroy(self, session_id: str, *, before_commit: Callable[[], None] | None) -> None:
@@ -718,11 +766,124 @@ class FileStorage:
             if fd is not None:
                 os.close(fd)
         _forget(path)
+        _forget_path(session_id)
+
+    # --- port: maintenance -------------------------------------------------------------
+    def scan(self, session_id: str) -> StoredScan:
+        """The file's bytes under a shared lock, scanned as Pi reads them (a
+        torn last line and malformed lines are reported, not skipped), at v3."""
+        row = _select_row(session_id)
+        path = self._path(row)
+        recorded = row.meta
+        in_flight_id = row.in_flight_entry.get("id") if row.in_flight_entry is not None else None
+        counts = MetaCounts(
+            entry_count=recorded.entry_count,
+            branch_count=recorded.branch_count,
+            compaction_count=recorded.compaction_count,
+            leaf_entry_id=None if recorded.leaf_entry_id == in_flight_id else recorded.leaf_entry_id,
+        )
+        found = StoredScan(session_id=session_id, provider=KIND, counts=counts, entries=[], location=str(path))
+        try:
+            data = _read_locked(path)
+        except FileNotFoundError:
+            found.missing = f"its file {path} does not exist"
+            return found
+        scanned = scan_session_bytes(data)
+        found.scanned = scanned
+        if scanned.header is not None:
+            entries = scanned.entries
+            if (scanned.header.get("version") or 1) < 3:
+                objs = [dict(scanned.header), *entries]
+                migrate_to_current_version(objs)
+                entries = objs[1:]
+            found.entries = entries
+        return found
+
+    def cut_torn_tail(
+        self, session_id: str, *, before_commit: Callable[[TornTailCut], None] | None
+    ) -> TornTailCut | None:
+        """Cut the bytes after the last newline under the file's exclusive
+        lock (writers wait), once the whole file is safe in a backup beside it;
+        ``before_commit``'s writes and the cut are one unit (a failed cut
+        rolls them back)."""
+        path = self._path(_select_row(session_id))
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            raise SessionNotFound(f"Session {session_id} has no file {path.name}") from None
+        except OSError as exc:
+            raise _storage_error(path, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            data = os.pread(fd, os.fstat(fd).st_size, 0)
+            complete = whole_lines_end(data)
+            if not data[complete:].strip():
+                return None  # finished meanwhile by its writer: nothing torn any more
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+            backup = path.with_name(f"{path.name}.torn-{stamp}.bak")
+            backup_fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(backup_fd, view) :]
+                os.fsync(backup_fd)
+            finally:
+                os.close(backup_fd)
+            cut = TornTailCut(session_id, len(data) - complete, str(backup), backup.name)
+            with transaction.atomic():
+                if before_commit is not None:
+                    before_commit(cut)
+                os.ftruncate(fd, complete)  # last: a failure here rolls the database writes back
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+            _forget(path)  # the parsed copy of the file is stale now
+        return cut
+
+    def recount(self, session_id: str) -> MetaRecount:
+        with self.read(session_id) as view:
+            return view.recount()
+
+    def recompute_meta(self, session_id: str, *, before_commit: Callable[[MetaRecount], None] | None) -> MetaRecount:
+        """The row rewritten as the file says (a committed write stores the
+        file's counts and leaf anyway: this one commits even when nothing
+        else changes); a missing preview is taken from the file's entries."""
+        recounts: list[MetaRecount] = []
+
+        def work(txn: FileWrite) -> None:
+            txn.row_changed = True
+            if txn.state.first_message_preview is None:
+                txn.state.first_message_preview = first_message_preview(txn.index.entries)
+
+        def commit(txn: StoredWrite) -> None:
+            assert isinstance(txn, FileWrite)
+            recounts[:] = [txn.recount()]
+            if before_commit is not None:
+                before_commit(recounts[0])
+
+        self.write(session_id, work, before_commit=commit)
+        return recounts[0]
+
+
+def _read_locked(path: Path) -> bytes:
+    """A file's bytes under a shared lock (no writer mid-line meanwhile);
+    ``FileNotFoundError`` when it is not there."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StorageUnavailable(f"{path.name}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return os.pread(fd, os.fstat(fd).st_size, 0)
+    finally:
+        os.close(fd)
 
 
 def _drifted(txn: FileWrite) -> bool:
     """The row has not seen what the file holds (a crash, a foreign writer)."""
-    row, state = txn.row, txn.state
+    row, state = txn.row.meta, txn.state
     return (row.entry_count, row.leaf_entry_id, row.branch_count) != (
         state.entry_count,
         state.leaf_entry_id,
@@ -758,8 +919,20 @@ class FileSessionTreeProvider(TreeProvider):
     def path_for(self, session_id: str) -> Path:
         return self.storage.path_for(session_id)
 
-    def register_existing_file(self, session_id: str, **fields: Any) -> SessionTreeSession:
-        return self.storage.register_existing_file(session_id, **fields)
+    def forget_files(self) -> None:
+        """Drop this process's parsed copies of session files (``RegistersFiles``)."""
+        clear_index_cache()
+
+    def register_existing_file(
+        self,
+        session_id: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        before_commit: Callable[[SessionTreeSession], None] | None = None,
+        **fields: Any,
+    ) -> SessionTreeSession:
+        """Adopt a Pi file where it lies (``RegistersFiles``)."""
+        return self.storage.register_existing_file(session_id, path=path, before_commit=before_commit, **fields)
 
     def parent_reference(self, source: SessionTreeSession) -> str:
         """Pi's ``parentSession`` is the parent's file path (its session list

@@ -9,12 +9,16 @@ without a lock of its own.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.utils.dateparse import parse_datetime
 
 from sessiontree.core.entries import DEFAULT_MAX_ENTRY_DEPTH, json_depth_exceeds
 from sessiontree.core.errors import (
@@ -28,6 +32,8 @@ from sessiontree.core.ids import new_session_id
 from sessiontree.core.path import TreeStats
 from sessiontree.core.types import SessionTreeSession
 from sessiontree.models import Agent, AgentSession, LineageLock
+
+from .port import SessionState
 
 # Pi 1.6.0's rule for a session id (``assertValidSessionId``): letters,
 # digits, '-', '_' and '.', starting and ending with a letter or digit. Ours
@@ -113,7 +119,7 @@ def check_meta_fields(fields: dict[str, Any]) -> None:
 def to_session_dict(row: AgentSession) -> SessionTreeSession:
     return {
         "session_id": row.session_id,
-        "provider": row.provider,  # type: ignore[typeddict-item]
+        "provider": row.provider,
         "root_entry_id": row.root_entry_id,
         "leaf_entry_id": row.leaf_entry_id,
         "cwd": row.cwd or None,
@@ -136,6 +142,170 @@ def iso(moment: Any) -> str:
     return moment.isoformat().replace("+00:00", "Z") if moment else ""
 
 
+# --- the meta row read with one prebuilt statement (the hot path) ------------------------
+#
+# Building an ORM query for the session row costs more than the append it
+# serves (its SQL is compiled on every call), so every storage reads the row
+# with this statement, plus whatever columns of its own it needs, once per
+# operation; ``MetaRow.session`` turns it into the contract's session dict.
+
+_q = connection.ops.quote_name
+TABLE = _q(AgentSession._meta.db_table)
+META_COLUMNS: tuple[str, ...] = (
+    "id",
+    "session_id",
+    "provider",
+    "status",
+    "leaf_entry_id",
+    "root_entry_id",
+    "entry_count",
+    "branch_count",
+    "compaction_count",
+    "cwd",
+    "session_file",
+    "parent_session_id",
+    "agent_id",
+    "user_id",
+    "title",
+    "metadata",
+    "first_message_preview",
+    "created_at",
+    "updated_at",
+)
+
+
+def select_sql(extra: Sequence[str] = (), *, alias: str = "") -> str:
+    """``SELECT`` of the meta row (``META_COLUMNS``, then the ``extra``
+    expressions a storage needs) by ``session_id``; ``alias`` names the
+    table for extra expressions that refer to it."""
+    prefix = f"{alias}." if alias else ""
+    columns = ", ".join([*(_column_sql(prefix, column) for column in META_COLUMNS), *extra])
+    return f"SELECT {columns} FROM {TABLE}{f' {alias}' if alias else ''} WHERE {prefix}{_q('session_id')} = %s"
+
+
+_TIMES = ("created_at", "updated_at")
+
+
+def _column_sql(prefix: str, column: str) -> str:
+    # SQLite's driver parses a column declared datetime into a datetime on
+    # every fetch; as an expression (unary + is a no-op there) it stays the
+    # stored text, parsed only when a session dict is built.
+    if column in _TIMES and connection.vendor == "sqlite":
+        return f"+{prefix}{_q(column)}"
+    return f"{prefix}{_q(column)}"
+
+
+def db_datetime(value: Any) -> dt.datetime | None:
+    """A datetime column's value as the ORM returns it (aware under ``USE_TZ``)."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value  # one this process wrote (timezone.now()), not read back
+    if settings.USE_TZ:
+        # Every backend with datetime columns has this converter (the base class does not declare it).
+        converted: dt.datetime = connection.ops.convert_datetimefield_value(value, None, connection)  # type: ignore[attr-defined]
+        return converted
+    return value if isinstance(value, dt.datetime) else parse_datetime(value)
+
+
+@dataclass(slots=True)
+class MetaRow:
+    """A session's meta row as ``select_sql`` reads it (values as stored)."""
+
+    pk: int
+    session_id: str
+    provider: str
+    status: str
+    leaf_entry_id: str | None
+    root_entry_id: str | None
+    entry_count: int
+    branch_count: int
+    compaction_count: int
+    cwd: str
+    session_file: str
+    parent_session_id: str | None
+    agent_id: int | None
+    user_id: str | None
+    title: str | None
+    metadata: Any  # JSON text (or, on some drivers, already decoded)
+    first_message_preview: str | None
+    created_at: Any
+    updated_at: Any
+
+    def session(self, state: SessionState | None = None, *, updated_at: Any = None) -> SessionTreeSession:
+        """The contract's session dict: the row, with the tree (leaf, root,
+        counts) as ``state`` says when given, and ``updated_at`` when the
+        caller has just written it."""
+        metadata = self.metadata
+        if isinstance(metadata, str | bytes):
+            metadata = json.loads(metadata)  # as the ORM's JSONField decodes it (big integers included)
+        tree = state if state is not None else self
+        return {
+            "session_id": self.session_id,
+            "provider": self.provider,
+            "root_entry_id": tree.root_entry_id,
+            "leaf_entry_id": tree.leaf_entry_id,
+            "cwd": self.cwd or None,
+            "session_file": self.session_file or None,
+            "parent_session_id": self.parent_session_id,
+            "agent_id": self.agent_id,
+            "user_id": self.user_id,
+            "title": self.title,
+            "status": self.status,  # type: ignore[typeddict-item]
+            "metadata": metadata or {},
+            "entry_count": tree.entry_count,
+            "branch_count": tree.branch_count,
+            "compaction_count": tree.compaction_count,
+            "created_at": iso(db_datetime(self.created_at)),
+            "updated_at": iso(db_datetime(updated_at if updated_at is not None else self.updated_at)),
+        }
+
+
+def fetch_row(sql: str, session_id: str, *, provider: str | None) -> tuple[MetaRow, tuple[Any, ...]]:
+    """Run a ``select_sql`` statement for ``session_id``: its meta row and the
+    storage's extra values. ``SessionNotFound`` for an unknown session or one
+    of another ``provider``."""
+    validate_session_id(session_id)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [session_id])
+        found = cursor.fetchone()
+    if found is None:
+        raise SessionNotFound(f"Session {session_id} not found")
+    row = MetaRow(*found[: len(META_COLUMNS)])
+    if provider is not None and row.provider != provider:
+        raise SessionNotFound(
+            f"Session {session_id} not found in the {provider} provider (it is a {row.provider} session)"
+        )
+    return row, tuple(found[len(META_COLUMNS) :])
+
+
+_SELECT_ROW = select_sql()
+_SELECT_KIND = f"SELECT {_q('provider')} FROM {TABLE} WHERE {_q('session_id')} = %s"
+
+
+def read_row(session_id: str, *, provider: str | None = None) -> MetaRow:
+    """The session's meta row (one statement)."""
+    return fetch_row(_SELECT_ROW, session_id, provider=provider)[0]
+
+
+def provider_kind_of(session_id: str) -> str:
+    """Which provider stores ``session_id`` (one short statement; ``SessionNotFound``)."""
+    validate_session_id(session_id)
+    with connection.cursor() as cursor:
+        cursor.execute(_SELECT_KIND, [session_id])
+        found = cursor.fetchone()
+    if found is None:
+        raise SessionNotFound(f"Session {session_id} not found")
+    return str(found[0])
+
+
+def set_row_fields(session_id: str, **fields: Any) -> None:
+    """Set meta columns of a session's row (``title``, ``created_at``,
+    ``updated_at`` …) inside the caller's transaction."""
+    if fields:
+        AgentSession.objects.filter(session_id=session_id).update(**fields)
+
+
 def get_row(session_id: str, *, provider: str | None = None, for_update: bool = False) -> AgentSession:
     validate_session_id(session_id)
     queryset = AgentSession.objects.all()
@@ -153,8 +323,11 @@ def get_row(session_id: str, *, provider: str | None = None, for_update: bool = 
 
 
 def _lock_lineage() -> None:
-    lock, _ = LineageLock.objects.get_or_create(name="lineage")
-    LineageLock.objects.select_for_update().get(pk=lock.pk)
+    try:
+        LineageLock.objects.select_for_update().get(name="lineage")
+    except LineageLock.DoesNotExist:  # the first session ever: make the row, then lock it
+        lock, _ = LineageLock.objects.get_or_create(name="lineage")
+        LineageLock.objects.select_for_update().get(pk=lock.pk)
 
 
 def create_row(
@@ -172,9 +345,11 @@ def create_row(
     stats: TreeStats | None = None,
     leaf_entry_id: str | None = None,
     leaf_depth: int | None = None,
+    first_message_preview: str | None = None,
 ) -> AgentSession:
     """Insert the meta row (inside the caller's transaction or its own), with
-    the tree ``stats`` and leaf of the entries it starts with."""
+    the tree ``stats``, leaf and first user message (``core.entries.
+    first_message_preview``) of the entries it starts with."""
     session_id = validate_session_id(session_id, new=True) if session_id is not None else new_session_id()
     check_meta_fields(
         {
@@ -205,6 +380,7 @@ def create_row(
             header=header or {},
             leaf_entry_id=leaf_entry_id,
             leaf_depth=leaf_depth,
+            first_message_preview=first_message_preview,
         )
         if stats is not None:
             row.entry_count = stats.entry_count

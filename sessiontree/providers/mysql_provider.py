@@ -34,19 +34,20 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.db import IntegrityError, OperationalError, connection, transaction
-from django.db.models import OuterRef, Subquery
+from django.utils import timezone
 
-from sessiontree.core.entries import MAX_ENTRY_ID_LENGTH
-from sessiontree.core.errors import EntryNotFound, ImmutableEntry, InvalidEntry, SessionNotFound
+from sessiontree.core.entries import MAX_ENTRY_ID_LENGTH, first_message_preview
+from sessiontree.core.errors import EntryNotFound, ImmutableEntry, InvalidEntry
 from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import TreeStats, entry_depths, tree_stats
 from sessiontree.core.pi_session_file import gc_paused, new_session_header
 from sessiontree.core.types import Entry, SessionTreeSession
-from sessiontree.models import AgentSession, AgentSessionEntry
+from sessiontree.core.verify import MetaCounts
+from sessiontree.models import AgentSessionEntry
 
 from . import entry_rows as rows
 from . import meta
-from .port import BeforeCommit, SessionState
+from .port import BeforeCommit, MetaRecount, SessionState, StoredScan, StoredWrite, TornTailCut, TreeFields
 from .template import CheckedCopies, TreeProvider
 
 KIND = "mysql"
@@ -142,7 +143,6 @@ class StoredIds(Mapping[str, Entry]):
 
 
 _S = rows.quote
-_SESSION_TABLE = _S(AgentSession._meta.db_table)
 
 
 def _leaf_column_sql(column: str) -> str:  # the leaf's row, when the cache does not say
@@ -158,25 +158,26 @@ def _leaf_column_sql(column: str) -> str:  # the leaf's row, when the cache does
 
 
 _CACHED = f"s.{_S('leaf_entry_id')} IS NULL OR s.{_S('leaf_depth')} IS NOT NULL"
-# The session row, its leaf's depth and status, and whether the leaf has
-# children (an append there adds a branch), in one round trip: from the row's
-# cache (the usual case: a plain read of one row), else from the leaf's row.
-_STATE_SQL = (
-    f"SELECT s.{_S('id')}, s.{_S('provider')}, s.{_S('status')}, s.{_S('leaf_entry_id')}, "
-    f"s.{_S('root_entry_id')}, s.{_S('entry_count')}, s.{_S('branch_count')}, s.{_S('compaction_count')}, "
-    f"CASE WHEN {_CACHED} THEN s.{_S('leaf_depth')} ELSE {_leaf_column_sql('depth')} END, "
-    f"CASE WHEN {_CACHED} THEN (CASE WHEN s.{_S('leaf_in_flight')} THEN '{IN_FLIGHT}' "
-    f"WHEN s.{_S('leaf_entry_id')} IS NULL THEN NULL ELSE '{COMPLETED}' END) "
-    f"ELSE {_leaf_column_sql('status')} END, "
-    f"CASE WHEN {_CACHED} THEN s.{_S('leaf_has_children')} "
-    f"ELSE EXISTS(SELECT 1 FROM {rows.TABLE} c WHERE c.{rows.SESSION_COLUMN} = s.{_S('id')} "
-    f"AND c.{_S('parent_entry_id')} = s.{_S('leaf_entry_id')}) END "
-    f"FROM {_SESSION_TABLE} s WHERE s.{_S('session_id')} = %s"
+# The session's meta row, its leaf's depth and status, and whether the leaf
+# has children (an append there adds a branch), in one round trip: from the
+# row's cache (the usual case: a plain read of one row), else from the leaf's row.
+_STATE_SQL = meta.select_sql(
+    alias="s",
+    extra=[
+        f"CASE WHEN {_CACHED} THEN s.{_S('leaf_depth')} ELSE {_leaf_column_sql('depth')} END",
+        f"CASE WHEN {_CACHED} THEN (CASE WHEN s.{_S('leaf_in_flight')} THEN '{IN_FLIGHT}' "
+        f"WHEN s.{_S('leaf_entry_id')} IS NULL THEN NULL ELSE '{COMPLETED}' END) "
+        f"ELSE {_leaf_column_sql('status')} END",
+        f"CASE WHEN {_CACHED} THEN s.{_S('leaf_has_children')} "
+        f"ELSE EXISTS(SELECT 1 FROM {rows.TABLE} c WHERE c.{rows.SESSION_COLUMN} = s.{_S('id')} "
+        f"AND c.{_S('parent_entry_id')} = s.{_S('leaf_entry_id')}) END",
+    ],
 )
 _UPDATE_SESSION_SQL = (
-    f"UPDATE {_SESSION_TABLE} SET {_S('leaf_entry_id')} = %s, {_S('root_entry_id')} = %s, "
+    f"UPDATE {meta.TABLE} SET {_S('leaf_entry_id')} = %s, {_S('root_entry_id')} = %s, "
     f"{_S('entry_count')} = %s, {_S('branch_count')} = %s, {_S('compaction_count')} = %s, "
-    f"{_S('leaf_depth')} = %s, {_S('leaf_in_flight')} = %s, {_S('leaf_has_children')} = %s, {_S('updated_at')} = %s "
+    f"{_S('leaf_depth')} = %s, {_S('leaf_in_flight')} = %s, {_S('leaf_has_children')} = %s, "
+    f"{_S('first_message_preview')} = %s, {_S('updated_at')} = %s "
     f"WHERE {_S('id')} = %s"
 )
 # Where an entry sits, for a leaf move: depth, status, and whether it has children.
@@ -196,37 +197,30 @@ class _Leaf:
     has_children: bool
 
 
-def _read_state(session_id: str, *, for_update: bool) -> tuple[SessionState, _Leaf]:
+def _read_state(session_id: str, *, for_update: bool) -> tuple[SessionState, _Leaf, meta.MetaRow]:
     """The session row (locked with ``for_update``; SQLite has no row locks and
     serializes writers itself) and its leaf, in one query."""
-    meta.validate_session_id(session_id)
     sql = _STATE_SQL + (" FOR UPDATE" if for_update and connection.features.has_select_for_update else "")
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [session_id])
-        found = cursor.fetchone()
-    if found is None:
-        raise SessionNotFound(f"Session {session_id} not found")
-    pk, provider, status, leaf_id, root_id, count, branches, compactions, depth, leaf_status, has_children = found
-    if provider != KIND:
-        raise SessionNotFound(f"Session {session_id} not found in the {KIND} provider (it is a {provider} session)")
+    row, (depth, leaf_status, has_children) = meta.fetch_row(sql, session_id, provider=KIND)
     state = SessionState(
-        pk=pk,
+        pk=row.pk,
         session_id=session_id,
         provider=KIND,
-        status=status,
-        leaf_entry_id=leaf_id,
-        root_entry_id=root_id,
-        entry_count=count,
-        branch_count=branches,
-        compaction_count=compactions,
+        status=row.status,
+        leaf_entry_id=row.leaf_entry_id,
+        root_entry_id=row.root_entry_id,
+        entry_count=row.entry_count,
+        branch_count=row.branch_count,
+        compaction_count=row.compaction_count,
         # An in-flight entry is always the leaf: it becomes the leaf when it
         # starts and nothing may move the leaf until it is completed.
-        in_flight_entry_id=leaf_id if leaf_status == IN_FLIGHT else None,
+        in_flight_entry_id=row.leaf_entry_id if leaf_status == IN_FLIGHT else None,
+        first_message_preview=row.first_message_preview,
     )
-    return state, _Leaf(depth, leaf_status, bool(has_children))
+    return state, _Leaf(depth, leaf_status, bool(has_children)), row
 
 
-def _lock(session_id: str) -> tuple[SessionState, _Leaf]:
+def _lock(session_id: str) -> tuple[SessionState, _Leaf, meta.MetaRow]:
     """Lock the session row for this transaction."""
     return _read_state(session_id, for_update=True)
 
@@ -328,6 +322,37 @@ def _entries_at(session_pk: int, seqs: list[int]) -> dict[int, Entry]:
 BY_ID_LIMIT = 2000
 
 
+def _entry_shapes(session_pk: int) -> list[Entry]:
+    """Every entry's id, parent and type in append order: what tree stats need."""
+    with connection.cursor() as cursor, gc_paused():
+        cursor.execute(
+            f"SELECT entry_id, parent_entry_id, type FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
+            "ORDER BY entry_seq",
+            [session_pk],
+        )
+        return [{"id": entry_id, "parentId": parent_id, "type": kind} for entry_id, parent_id, kind in cursor]
+
+
+def _first_message_preview(session_pk: int) -> str | None:
+    """``first_message_preview`` of the session's entries, read in pages of
+    message rows until the first user message."""
+    after = 0
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(
+                f"SELECT entry_seq, {rows.PAYLOAD_SQL} FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
+                "AND type = 'message' AND entry_seq > %s ORDER BY entry_seq LIMIT 100",
+                [session_pk, after],
+            )
+            page = cursor.fetchall()
+            if not page:
+                return None
+            preview = first_message_preview(rows.decode_row(row[1:]) for row in page)
+            if preview is not None:
+                return preview
+            after = page[-1][0]
+
+
 def _skeleton(session_pk: int) -> tuple[dict[str, str | None], dict[str, int]]:
     """(entry id → parent id, entry id → entry_seq) for the whole session in
     append order (children keep their order, as in a file), read from one
@@ -349,14 +374,33 @@ def _skeleton(session_pk: int) -> tuple[dict[str, str | None], dict[str, int]]:
 class MySQLView:
     """One session's rows, read in the current transaction (if any)."""
 
-    def __init__(self, state: SessionState, row: AgentSession | None = None) -> None:
+    def __init__(self, state: SessionState, row: meta.MetaRow) -> None:
         self.state = state
-        self._row = row
+        self.row = row
+        self.written_at: Any = None  # the row's new updated_at, once a write stored it
         self._skeleton: tuple[dict[str, str | None], dict[str, int]] | None = None
 
     def session(self) -> SessionTreeSession:
-        row = self._row if self._row is not None else meta.get_row(self.state.session_id, provider=KIND)
-        return meta.to_session_dict(row)
+        return self.row.session(self.state, updated_at=self.written_at)
+
+    def recount(self) -> MetaRecount:
+        """The row's tree fields against its entries' (one light query)."""
+        shapes = _entry_shapes(self.state.pk)
+        stats = tree_stats(shapes)
+        recorded = self.row
+        ids = {shape["id"] for shape in shapes}
+        leaf = recorded.leaf_entry_id if recorded.leaf_entry_id in ids else (shapes[-1]["id"] if shapes else None)
+        return MetaRecount(
+            recorded=TreeFields(
+                recorded.entry_count,
+                recorded.branch_count,
+                recorded.compaction_count,
+                recorded.root_entry_id,
+                recorded.leaf_entry_id,
+            ),
+            stored=TreeFields(stats.entry_count, stats.branch_count, stats.compaction_count, stats.root_entry_id, leaf),
+            title=recorded.title,
+        )
 
     def _loaded_skeleton(self) -> tuple[dict[str, str | None], dict[str, int]]:
         if self._skeleton is None:
@@ -397,8 +441,8 @@ class MySQLView:
 class MySQLWrite(MySQLView):
     """One session locked (its row, ``FOR UPDATE``) for this transaction."""
 
-    def __init__(self, state: SessionState, leaf: _Leaf) -> None:
-        super().__init__(state)
+    def __init__(self, state: SessionState, leaf: _Leaf, row: meta.MetaRow) -> None:
+        super().__init__(state, row)
         self.leaf = leaf
         self.changed = False
 
@@ -486,6 +530,7 @@ class MySQLWrite(MySQLView):
         if not self.changed:
             return
         state, leaf = self.state, self.leaf
+        self.written_at = timezone.now()
         with connection.cursor() as cursor:
             cursor.execute(
                 _UPDATE_SESSION_SQL,
@@ -498,7 +543,8 @@ class MySQLWrite(MySQLView):
                     leaf.depth if state.leaf_entry_id is not None else None,
                     leaf.status == IN_FLIGHT,
                     leaf.has_children,
-                    rows.db_now(),
+                    state.first_message_preview,
+                    connection.ops.adapt_datetimefield_value(self.written_at),
                     state.pk,
                 ],
             )
@@ -520,30 +566,11 @@ class MySQLStorage:
     @contextmanager
     def read(self, session_id: str) -> Iterator[MySQLView]:
         """The session's row (one query: the leaf's status comes with it)."""
-        meta.validate_session_id(session_id)
-        leaf_status = AgentSessionEntry.objects.filter(
-            session=OuterRef("pk"), entry_id=OuterRef("leaf_entry_id")
-        ).values("status")[:1]
-        row = AgentSession.objects.annotate(leaf_status=Subquery(leaf_status)).filter(session_id=session_id).first()
-        if row is None or row.provider != KIND:
-            meta.get_row(session_id, provider=KIND)  # raises SessionNotFound, saying why
-        assert row is not None
-        state = SessionState(
-            pk=row.pk,
-            session_id=session_id,
-            provider=KIND,
-            status=row.status,
-            leaf_entry_id=row.leaf_entry_id,
-            root_entry_id=row.root_entry_id,
-            entry_count=row.entry_count,
-            branch_count=row.branch_count,
-            compaction_count=row.compaction_count,
-            in_flight_entry_id=row.leaf_entry_id if row.leaf_status == IN_FLIGHT else None,
-        )
+        state, _leaf, row = _read_state(session_id, for_update=False)
         yield MySQLView(state, row)
 
     def session(self, session_id: str) -> SessionTreeSession:
-        return meta.to_session_dict(meta.get_row(session_id, provider=KIND))
+        return meta.read_row(session_id, provider=KIND).session()
 
     def header(self, session_id: str) -> dict[str, Any]:
         """The session's Pi header line (what a JSONL export starts with)."""
@@ -609,6 +636,56 @@ class MySQLStorage:
                 before_commit()
 
         _atomic(work)
+
+    # --- port: maintenance -------------------------------------------------------------
+    def scan(self, session_id: str) -> StoredScan:
+        """The session's rows, decoded (rows hold no torn or malformed lines)."""
+        with self.read(session_id) as view:
+            recorded = view.row
+            in_flight = view.state.in_flight_entry_id
+            counts = MetaCounts(
+                entry_count=recorded.entry_count,
+                branch_count=recorded.branch_count,
+                compaction_count=recorded.compaction_count,
+                leaf_entry_id=None if in_flight is not None else recorded.leaf_entry_id,
+            )
+            return StoredScan(session_id=session_id, provider=KIND, counts=counts, entries=view.all_entries())
+
+    def cut_torn_tail(
+        self, session_id: str, *, before_commit: Callable[[TornTailCut], None] | None
+    ) -> TornTailCut | None:
+        """Rows have no torn lines: nothing to cut (``SessionNotFound`` for an unknown session)."""
+        _read_state(session_id, for_update=False)
+        return None
+
+    def recount(self, session_id: str) -> MetaRecount:
+        with self.read(session_id) as view:
+            return view.recount()
+
+    def recompute_meta(self, session_id: str, *, before_commit: Callable[[MetaRecount], None] | None) -> MetaRecount:
+        """The row's tree fields from its entries, in the locked unit; the leaf
+        moves through ``set_leaf``, so its cached depth, status and children
+        are read again from the leaf's row."""
+        recounts: list[MetaRecount] = []
+
+        def work(txn: MySQLWrite) -> None:
+            recount = txn.recount()
+            stored, state = recount.stored, txn.state
+            state.entry_count, state.branch_count = stored.entry_count, stored.branch_count
+            state.compaction_count, state.root_entry_id = stored.compaction_count, stored.root_entry_id
+            txn.set_leaf(stored.leaf_entry_id)
+            if stored.leaf_entry_id is not None and txn.leaf.status == IN_FLIGHT:
+                state.in_flight_entry_id = stored.leaf_entry_id
+            if state.first_message_preview is None:
+                state.first_message_preview = _first_message_preview(state.pk)
+            recounts[:] = [recount]
+
+        def commit(_txn: StoredWrite) -> None:
+            if before_commit is not None:
+                before_commit(recounts[0])
+
+        self.write(session_id, work, before_commit=commit)
+        return recounts[0]
 
 
 class MySQLSessionTreeProvider(TreeProvider):

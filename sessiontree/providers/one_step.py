@@ -123,18 +123,21 @@ class OneStepWrites:
         )
 
     def switch_leaf(self, session_id: str, entry_id: str, *, expected_leaf_id: Expected = UNSET) -> SessionTreeSession:
-        def work(writer: Any) -> None:
+        def work(writer: Any) -> Any:
             writer.switch_leaf(entry_id, expected_leaf_id=expected_leaf_id)
+            return writer
 
-        self.transact(session_id, work)
-        return self.storage.session(session_id)
+        # The writer knows the session as stored: no second read.
+        session: SessionTreeSession = self.transact(session_id, work).session()
+        return session
 
     def reset_leaf(self, session_id: str, *, expected_leaf_id: Expected = UNSET) -> SessionTreeSession:
-        def work(writer: Any) -> None:
+        def work(writer: Any) -> Any:
             writer.reset_leaf(expected_leaf_id=expected_leaf_id)
+            return writer
 
-        self.transact(session_id, work)
-        return self.storage.session(session_id)
+        session: SessionTreeSession = self.transact(session_id, work).session()
+        return session
 
     def append_message(self, session_id: str, message: dict[str, Any], *, expected_leaf_id: Expected = UNSET) -> Entry:
         return self.append_entry(session_id, build.message_entry(message), expected_leaf_id=expected_leaf_id)

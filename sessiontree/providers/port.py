@@ -5,9 +5,16 @@ A storage knows how to lock one session, read its tree skeleton and entry
 payloads, insert entries, keep the in-flight entry and set the leaf. It knows
 nothing of Pi's rules: validation, id/parent/timestamp filling, forks,
 snapshots, the order of checks and writes all live once, in
-``providers/template.py``. Adding a storage means implementing this module's
-two protocols and nothing else (``file_provider.FileStorage`` and
-``mysql_provider.MySQLStorage`` are the two we have).
+``providers/template.py``. Everything else that touches a session's bytes or
+a storage's own columns is a port method too (``scan`` for verification,
+``cut_torn_tail`` and ``recompute_meta`` for repairs), so nothing outside
+``providers/`` needs to know which storage holds a session.
+
+Adding a storage means implementing this module's protocols and nothing else
+(``file_provider.FileStorage`` and ``mysql_provider.MySQLStorage`` are the
+two we ship; ``tests/contract/memory_storage.py`` is a third, in dicts, that
+the contract suite runs against) and naming its provider class in the
+``SESSIONTREE_PROVIDERS`` registry.
 
 Every write happens inside ``SessionStorage.write``: the storage locks the
 session, runs the template's ``work`` on a ``StoredWrite``, and then makes
@@ -23,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from sessiontree.core.types import Entry, SessionTreeSession
+from sessiontree.core.verify import MetaCounts, ScannedFile
 
 T = TypeVar("T")
 
@@ -46,6 +54,80 @@ class SessionState:
     branch_count: int
     compaction_count: int
     in_flight_entry_id: str | None
+    # The meta row's preview of the first user message (``None``: none yet).
+    # ``SessionWriter`` sets it; the storage stores it with the row.
+    first_message_preview: str | None = None
+
+
+@dataclass(frozen=True)
+class TreeFields:
+    """The meta row's tree fields: what the session list shows and filters on."""
+
+    entry_count: int
+    branch_count: int
+    compaction_count: int
+    root_entry_id: str | None
+    leaf_entry_id: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "entry_count": self.entry_count,
+            "branch_count": self.branch_count,
+            "compaction_count": self.compaction_count,
+            "root_entry_id": self.root_entry_id,
+            "leaf_entry_id": self.leaf_entry_id,
+        }
+
+
+@dataclass(frozen=True)
+class MetaRecount:
+    """A meta row's tree fields as recorded, against what the stored entries say.
+
+    ``stored.leaf_entry_id`` keeps the recorded leaf while it is an entry of
+    the session (or the entry in flight), else it is the last entry (Pi's
+    rule); for a file that grew behind the row's back, the file's last entry.
+    """
+
+    recorded: TreeFields
+    stored: TreeFields
+    title: str | None  # the row's, for callers that set it in the same unit
+
+    def changes(self) -> dict[str, tuple[Any, Any]]:
+        """field → (recorded, stored) for every field that differs."""
+        before, after = self.recorded.as_dict(), self.stored.as_dict()
+        return {name: (before[name], after[name]) for name in before if before[name] != after[name]}
+
+
+@dataclass
+class StoredScan:
+    """What verification needs of one stored session, read raw: nothing a
+    load would skip silently is hidden (a torn last line, malformed lines).
+
+    ``location`` names where the storage keeps it (a file's path);
+    ``scanned`` is the raw bytes' scan (``core.verify.scan_session_bytes``)
+    for storages that keep Pi's bytes; ``entries`` are the session's entries
+    at v3, in append order; ``counts`` the meta row's (an in-flight leaf left
+    out: it is no stored entry yet). ``missing`` says why there is nothing
+    to read at all (its file was deleted), with no entries then.
+    """
+
+    session_id: str
+    provider: str
+    counts: MetaCounts
+    entries: list[Entry]
+    location: str | None = None
+    scanned: ScannedFile | None = None
+    missing: str | None = None
+
+
+@dataclass(frozen=True)
+class TornTailCut:
+    """A torn last line cut off a session's bytes (``cut_torn_tail``)."""
+
+    session_id: str
+    cut_bytes: int
+    backup: str  # where the whole file was copied first
+    backup_name: str
 
 
 class StoredView(Protocol):
@@ -141,6 +223,31 @@ class SessionStorage(Protocol):
 
     def session(self, session_id: str) -> SessionTreeSession:
         """The session's meta, as ``StoredView.session``, without failing on damaged entries."""
+        ...
+
+    # --- maintenance (verification and repairs) ------------------------------------
+    def scan(self, session_id: str) -> StoredScan:
+        """The session as stored, for ``selectors/verify.py`` to check (a
+        shared lock for files: no writer is mid-line meanwhile)."""
+        ...
+
+    def cut_torn_tail(
+        self, session_id: str, *, before_commit: Callable[[TornTailCut], None] | None
+    ) -> TornTailCut | None:
+        """Cut a torn last line (bytes after the last newline) after copying
+        everything to a backup, with ``before_commit``'s database writes in the
+        same unit; ``None`` when nothing is torn (or the storage keeps no bytes).
+        Cached parses of the session are dropped."""
+        ...
+
+    def recount(self, session_id: str) -> MetaRecount:
+        """The meta row's tree fields against the stored entries (a read)."""
+        ...
+
+    def recompute_meta(self, session_id: str, *, before_commit: Callable[[MetaRecount], None] | None) -> MetaRecount:
+        """Write the stored entries' tree fields into the meta row (and drop
+        whatever the storage caches of the leaf), under the session's write
+        lock, with ``before_commit``'s database writes in the same unit."""
         ...
 
 

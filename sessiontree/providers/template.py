@@ -32,6 +32,7 @@ from sessiontree.core.entries import (
     check_copied_entries,
     check_entry_depth,
     check_entry_size,
+    first_message_preview,
     line_nests_at_most,
     message_of,
     prepare_new_entry,
@@ -54,7 +55,16 @@ from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot
 
 from . import meta
 from .one_step import OneStepWrites
-from .port import SessionState, SessionStorage, StoredView, StoredWrite, iter_named_ids
+from .port import (
+    MetaRecount,
+    SessionState,
+    SessionStorage,
+    StoredScan,
+    StoredView,
+    StoredWrite,
+    TornTailCut,
+    iter_named_ids,
+)
 
 T = TypeVar("T")
 
@@ -129,6 +139,8 @@ class SessionWriter:
         return self._txn.state.leaf_entry_id
 
     def session(self) -> SessionTreeSession:
+        """The session as this unit leaves it; once ``transact`` has returned,
+        the session as stored, without reading it again."""
         return self._txn.session()
 
     def get_entry(self, entry_id: Any) -> Entry:
@@ -138,8 +150,8 @@ class SessionWriter:
         return found
 
     def active_path(self, leaf_entry_id: str | None | Unset = UNSET) -> list[Entry]:
-        leaf_id = self.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
-        return read_path(self._txn, leaf_id)
+        leaf = self.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
+        return read_path(self._txn, leaf)
 
     # --- checks (one order for every storage) -------------------------------------
     def check_writable(self) -> None:
@@ -163,13 +175,13 @@ class SessionWriter:
         """Validate ``entry`` as a child of the leaf; returns it as it will be
         stored, whether its id was generated, and its line."""
         if not isinstance(entry, dict):
-            prepare_new_entry(entry, leaf_id=self.leaf_entry_id, by_id={})  # raises InvalidEntry
+            prepare_new_entry(entry, leaf_entry_id=self.leaf_entry_id, by_id={})  # raises InvalidEntry
         generated = entry.get("id") is None
         known = self._txn.known_ids(list(iter_named_ids(entry)))  # before the id is made up: not looked up
         if generated:
             entry = {**entry, "id": self._txn.new_entry_id()}
             known = _AssumingAbsent(known, entry["id"])
-        new = prepare_new_entry(entry, leaf_id=self.leaf_entry_id, by_id=known)
+        new = prepare_new_entry(entry, leaf_entry_id=self.leaf_entry_id, by_id=known)
         line, stored = encode_checked(new)
         return stored, generated, line
 
@@ -180,8 +192,15 @@ class SessionWriter:
         self.check_expected_leaf(expected_leaf_id)
         new, generated, line = self._prepare(entry)
         stored = self._txn.insert(new, generated_id=generated, line=line)
+        self._note_first_message(stored)
         self.written.append(stored)
         return stored
+
+    def _note_first_message(self, entry: Entry) -> None:
+        """The session's first user message becomes the meta row's preview
+        (the storage writes it with the row); later ones change nothing."""
+        if self.state.first_message_preview is None:
+            self.state.first_message_preview = first_message_preview([entry])
 
     def begin_in_flight(self, entry: Entry, *, expected_leaf_id: str | None | Unset = UNSET) -> Entry:
         """Start a streaming entry: it becomes the leaf, visible to reads, and
@@ -204,6 +223,8 @@ class SessionWriter:
         updated = apply_in_flight_patch(current, patch, self._txn.known_ids([n for n in named if isinstance(n, str)]))
         line, stored = encode_checked(updated)
         self._txn.replace_in_flight(stored, complete=complete, line=line)
+        if complete:
+            self._note_first_message(stored)
         self.written.append(stored)
         return stored
 
@@ -244,6 +265,7 @@ class SessionWriter:
             self._txn.set_leaf(parent_id if isinstance(parent_id, str) and parent_id in known else None)
         line, stored = encode_checked(entry)
         inserted = self._txn.insert(stored, line=line)
+        self._note_first_message(inserted)
         self.written.append(inserted)
         return inserted
 
@@ -280,15 +302,25 @@ class _AssumingAbsent(dict[str, Any]):
         return key != self._generated and key in self._known
 
 
-def read_path(view: StoredView, leaf_id: str | None) -> list[Entry]:
-    """Root-first entries up to ``leaf_id`` (Pi's tolerant walk), payloads of the path only."""
-    if leaf_id is None:
+def read_path(view: StoredView, leaf_entry_id: str | None) -> list[Entry]:
+    """Root-first entries up to ``leaf_entry_id`` (Pi's tolerant walk), payloads of the path only."""
+    if leaf_entry_id is None:
         return []
     try:
-        ids = walk_path(leaf_id, view.parents())
+        ids = walk_path(leaf_entry_id, view.parents())
     except EntryNotFound:
-        raise EntryNotFound(f"Entry {leaf_id} not found in session {view.state.session_id}") from None
+        raise EntryNotFound(f"Entry {leaf_entry_id} not found in session {view.state.session_id}") from None
     return view.entries(ids)
+
+
+def fork_copies(view: StoredView, leaf_entry_id: str | None) -> list[Entry]:
+    """What a fork at ``leaf_entry_id`` holds, read from ``view``: the
+    root→leaf path without label entries, plus fresh labels for it."""
+    if leaf_entry_id is None:
+        return []
+    path = read_path(view, leaf_entry_id)
+    labels = resolve_latest_labels(view.all_entries(types=("label",)))
+    return build_branched_entries(path, labels)
 
 
 class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
@@ -370,8 +402,12 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
             "metadata": metadata,
         }
         meta.check_meta_fields(row_fields)
+        preview = first_message_preview(copied)
         return self.storage.create(
-            {"session_id": session_id, **row_fields}, header, copied, before_commit=before_commit
+            {"session_id": session_id, **row_fields, "first_message_preview": preview},
+            header,
+            copied,
+            before_commit=before_commit,
         )
 
     def prepare_copies(self, entries: list[Entry]) -> CheckedCopies:
@@ -422,12 +458,7 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
         """The source session and the entries a fork at ``leaf_entry_id`` holds:
         the root→leaf path without label entries, plus fresh labels for it."""
         with self.storage.read(session_id) as view:
-            source = view.session()
-            if leaf_entry_id is None:
-                return source, []
-            path = read_path(view, leaf_entry_id)
-            labels = resolve_latest_labels(view.all_entries(types=("label",)))
-        return source, build_branched_entries(path, labels)
+            return view.session(), fork_copies(view, leaf_entry_id)
 
     def create_branched_session(
         self,
@@ -441,6 +472,19 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
         """A new session holding the root→``leaf_entry_id`` path (labels
         re-created), whose parent is this one. ``None`` → an empty child."""
         source, copied = self.branched_entries(session_id, leaf_entry_id)
+        return self.create_fork(source, copied, new_session_id=new_session_id, before_commit=before_commit, **fields)
+
+    def create_fork(
+        self,
+        source: SessionTreeSession,
+        copied: list[Entry],
+        *,
+        new_session_id: str | None = None,
+        before_commit: Callable[[SessionTreeSession], None] | None = None,
+        **fields: Any,
+    ) -> SessionTreeSession:
+        """The new session of a fork of ``source`` holding ``copied`` (from
+        ``fork_copies``), for callers that read the source once themselves."""
         return self.create_session(
             session_id=new_session_id,
             entries=copied,
@@ -457,8 +501,8 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
     # --- reads ------------------------------------------------------------------------
     def get_active_path(self, session_id: str, leaf_entry_id: str | None | Unset = UNSET) -> list[Entry]:
         with self.storage.read(session_id) as view, gc_paused():
-            leaf_id = view.state.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
-            return read_path(view, leaf_id)
+            leaf = view.state.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
+            return read_path(view, leaf)
 
     def build_context(self, session_id: str, leaf_entry_id: str | None | Unset = UNSET) -> SessionContext:
         with gc_paused():
@@ -470,8 +514,30 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
 
     def read(self, session_id: str) -> Any:
         """A consistent read of the session (``StoredView``), for selectors that
-        need several reads at once (the admin's tree page, the API's tree)."""
+        need several reads at once (the admin's tree page, the API's tree) and
+        for operations that read before they write."""
         return self.storage.read(session_id)
+
+    # --- maintenance (verification and repairs; the storage's own bytes and columns) ---
+    def scan(self, session_id: str) -> StoredScan:
+        """The session as stored, raw, for ``selectors.verify`` to check."""
+        return self.storage.scan(session_id)
+
+    def cut_torn_tail(
+        self, session_id: str, *, before_commit: Callable[[TornTailCut], None] | None = None
+    ) -> TornTailCut | None:
+        """Cut a torn last line after a backup (``None``: nothing torn)."""
+        return self.storage.cut_torn_tail(session_id, before_commit=before_commit)
+
+    def recount(self, session_id: str) -> MetaRecount:
+        """The meta row's tree fields against the stored entries."""
+        return self.storage.recount(session_id)
+
+    def recompute_meta(
+        self, session_id: str, *, before_commit: Callable[[MetaRecount], None] | None = None
+    ) -> MetaRecount:
+        """The meta row's tree fields rewritten from the stored entries."""
+        return self.storage.recompute_meta(session_id, before_commit=before_commit)
 
 
 def closed_reason(status: str) -> str | None:
@@ -485,5 +551,6 @@ __all__ = [
     "TreeProvider",
     "encode_checked",
     "entry_limits",
+    "fork_copies",
     "read_path",
 ]

@@ -148,12 +148,12 @@ class LeafComparison:
     rows: list[tuple[Entry | None, Entry | None]] = field(default_factory=list)
 
 
-def _side(leaf_id: str, path: list[Entry], common_index: int) -> BranchSide:
+def _side(leaf_entry_id: str, path: list[Entry], common_index: int) -> BranchSide:
     context = build_context_from_path(path)
     divergent = path[common_index + 1 :]
     divergent_tokens = sum(estimate_tokens(message) for e in divergent if (message := entry_to_message(e)) is not None)
     return BranchSide(
-        leaf_entry_id=leaf_id,
+        leaf_entry_id=leaf_entry_id,
         entries=divergent[:MAX_SIDE],
         count=len(divergent),
         context_tokens=estimate_context_tokens(context["messages"]).tokens,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import getpass
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from sessiontree.core.types import Entry
 from sessiontree.models import AuditRecord
+from sessiontree.providers.template import SessionWriter
 
 from .operations import check_operation
 
@@ -75,6 +76,11 @@ def check_channel(channel: Any) -> str:
     if channel not in CHANNELS:
         raise ValueError(f"Unknown channel {channel!r}; use one of {', '.join(CHANNELS)}")
     return str(channel)
+
+
+def who(actor: Any, channel: Any) -> tuple[Actor, str]:
+    """The ``Actor`` and checked channel of an operation, before anything is read or written."""
+    return Actor.of(actor), check_channel(channel)
 
 
 def _short(value: Any) -> Any:
@@ -163,3 +169,28 @@ def record(
 
 def entry_ids(entries: Iterable[Entry]) -> list[str]:
     return [entry["id"] for entry in entries]
+
+
+def audit_writer(
+    actor: Actor,
+    channel: str,
+    operation: str,
+    *,
+    detail: Mapping[str, Any] | Callable[[SessionWriter], Mapping[str, Any]] | None = None,
+) -> Callable[[SessionWriter], None]:
+    """A ``before_commit`` for ``provider.transact``: one audit record with the
+    entries the operation wrote and the leaf before and after it."""
+
+    def before_commit(writer: SessionWriter) -> None:
+        record(
+            actor=actor,
+            channel=channel,
+            operation=operation,
+            session_id=writer.session_id,
+            entry_ids=entry_ids(writer.written),
+            leaf_before=writer.leaf_before,
+            leaf_after=writer.leaf_entry_id,
+            detail=detail(writer) if callable(detail) else detail,
+        )
+
+    return before_commit

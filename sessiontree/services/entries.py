@@ -17,12 +17,13 @@ from sessiontree.core import entries as build
 from sessiontree.core.errors import CONFLICT, BadInput, EntryNotFound, LeafConflict, SessionTreeError
 from sessiontree.core.types import UNSET, Entry, Unset
 from sessiontree.providers.base import SessionTreeProvider
+from sessiontree.providers.factory import provider_for
 from sessiontree.providers.template import SessionWriter
 
 from . import versions
-from ._common import audit_writer, provider_for, set_times, who
-from .audit import describe_entry
+from .audit import audit_writer, describe_entry, who
 from .operations import Operation
+from .sessions import set_times
 
 Expected = str | None | Unset
 

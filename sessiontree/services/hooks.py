@@ -76,6 +76,13 @@ def unregister_hook(event: str, hook: Hook) -> None:
         _hooks[event].remove(hook)
 
 
+def has_hooks(event: str) -> bool:
+    """Whether any hook listens to ``event`` (an operation with no before
+    hook need not stop between reading and writing)."""
+    _check_event(event)
+    return bool(_hooks[event])
+
+
 def run_before(event: HookEvent) -> None:
     """Run the before hooks; the first that raises refuses the operation."""
     for hook in list(_hooks[event.name]):

@@ -12,23 +12,16 @@ transaction.
 
 from __future__ import annotations
 
-import fcntl
-import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-from django.db import transaction
-
-from sessiontree.core.pi_session_file import whole_lines_end
 from sessiontree.core.verify import LEAF_MISSING, META_MISMATCH, REPAIRABLE, TORN_LAST_LINE, Problem
-from sessiontree.providers.file_provider import clear_index_cache
+from sessiontree.providers.factory import get_provider_for_session
+from sessiontree.providers.port import TornTailCut
 from sessiontree.selectors.verify import SessionReport, verify_session
 
 from . import sessions
-from ._common import who
-from .audit import record
+from .audit import Actor, record, who
 from .operations import Operation
 
 OPERATION = Operation.REPAIR_SESSION
@@ -95,8 +88,7 @@ def repair_session(*, session_id: str, actor: Any, channel: str, apply: bool) ->
         return plan
     for step in plan.steps:
         if step.action == "cut_torn_tail":
-            assert report.path is not None
-            plan.backup = _cut_torn_tail(Path(report.path), session_id, acting, channel)
+            plan.backup = _cut_torn_tail(session_id, acting, channel)
             step.done = True
         elif step.action == "recompute_meta":
             changes = sessions.refresh_session(
@@ -109,37 +101,18 @@ def repair_session(*, session_id: str, actor: Any, channel: str, apply: bool) ->
     return plan
 
 
-def _cut_torn_tail(path: Path, session_id: str, actor: Any, channel: str) -> str | None:
-    """Cut the bytes after the last newline, under the file's exclusive lock
-    (writers wait), once the whole file is safe in a backup."""
-    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        data = os.pread(fd, os.fstat(fd).st_size, 0)
-        complete = whole_lines_end(data)
-        if not data[complete:].strip():
-            return None  # finished meanwhile by its writer: nothing torn any more
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        backup = path.with_name(f"{path.name}.torn-{stamp}.bak")
-        backup_fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(backup_fd, view) :]
-            os.fsync(backup_fd)
-        finally:
-            os.close(backup_fd)
-        with transaction.atomic():
-            record(
-                actor=actor,
-                channel=channel,
-                operation=OPERATION,
-                session_id=session_id,
-                detail={"cut_torn_tail_bytes": len(data) - complete, "backup": backup.name},
-            )
-            os.ftruncate(fd, complete)  # last: a failure here rolls the record back
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    clear_index_cache()  # this process's parsed copy of the file is stale now
-    return str(backup)
+def _cut_torn_tail(session_id: str, actor: Actor, channel: str) -> str | None:
+    """The storage cuts (backup first, cached parses dropped); the audit
+    record is written in the same unit, so it exists only if the cut happened."""
+
+    def audit(cut: TornTailCut) -> None:
+        record(
+            actor=actor,
+            channel=channel,
+            operation=OPERATION,
+            session_id=session_id,
+            detail={"cut_torn_tail_bytes": cut.cut_bytes, "backup": cut.backup_name},
+        )
+
+    cut = get_provider_for_session(session_id).cut_torn_tail(session_id, before_commit=audit)
+    return cut.backup if cut is not None else None

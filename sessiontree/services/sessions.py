@@ -16,23 +16,36 @@ from typing import Any, TypeVar
 from django.db import transaction
 
 from sessiontree.core.errors import BadInput, InvalidEntry, SessionClosed, SessionNotFound
-from sessiontree.core.path import tree_stats
 from sessiontree.core.types import UNSET, Entry, SessionTreeSession, Unset
 from sessiontree.models import Agent, AgentSession
 from sessiontree.providers import meta
-from sessiontree.providers.base import SessionTreeProvider
-from sessiontree.providers.factory import get_provider, resolve_session_provider_kind
-from sessiontree.providers.file_provider import FileSessionTreeProvider
+from sessiontree.providers.base import RegistersFiles, SessionTreeProvider
+from sessiontree.providers.factory import (
+    file_registering_provider,
+    get_provider,
+    provider_for,
+    resolve_session_provider_kind,
+)
+from sessiontree.providers.port import MetaRecount
 from sessiontree.providers.template import SessionWriter
 
 from . import versions
-from ._common import provider_for, set_times, who
-from .audit import record
+from .audit import record, who
 from .holds import check_not_held
 from .operations import Operation
 
 EDITABLE_FIELDS = ("title", "metadata", "user_id", "agent_id", "cwd")
 T = TypeVar("T")
+
+
+def set_times(session_id: str, *, created_at: datetime | None = None, activity_at: datetime | None = None) -> None:
+    """Set a session's creation time and last activity (``updated_at``) from
+    its source (a Pi file's header and last entry), inside the caller's
+    transaction. ``None`` leaves a time as it is."""
+    times = {
+        name: value for name, value in (("created_at", created_at), ("updated_at", activity_at)) if value is not None
+    }
+    meta.set_row_fields(session_id, **times)
 
 
 def _agent_id(agent: Any) -> int | None:
@@ -368,16 +381,17 @@ def register_file(
     created_at: datetime | None = None,
     activity_at: datetime | None = None,
     also: Callable[[int], None] | None = None,
-    provider: FileSessionTreeProvider | None = None,
+    provider: SessionTreeProvider | None = None,
 ) -> SessionTreeSession:
-    """Register a Pi file where it lies as a ``file`` session, without copying
+    """Register a Pi file where it lies as a session of a provider that keeps
+    Pi files (``RegistersFiles``: the ``file`` provider), without copying
     its entries: leaf = its last entry (Pi's rule), counts from the file,
     cwd and parent from its header. A v1/v2 file is migrated to v3 in place
     (as Pi does), keeping a ``.pre-v3.bak`` when lines would be dropped."""
     acting, channel = who(actor, channel)
-    file_provider = provider if provider is not None else get_provider("file")
-    if not isinstance(file_provider, FileSessionTreeProvider):
-        raise BadInput(f"Registering a file needs the file provider, not {file_provider.kind}")
+    registering = provider if provider is not None else file_registering_provider()
+    if not isinstance(registering, RegistersFiles):
+        raise BadInput(f"Registering a file needs a provider that keeps Pi files, not {registering.kind}")
 
     def audit(session: SessionTreeSession) -> None:
         record(
@@ -392,10 +406,7 @@ def register_file(
         if also is not None:
             also(session.get("entry_count", 0))
 
-    return file_provider.register_existing_file(session_id, path=path, title=title, before_commit=audit)
-
-
-TREE_FIELDS = ("entry_count", "branch_count", "compaction_count", "root_entry_id", "leaf_entry_id")
+    return registering.register_existing_file(session_id, path=path, title=title, before_commit=audit)
 
 
 def refresh_session(
@@ -414,81 +425,50 @@ def refresh_session(
     counts, root, leaf) from the stored entries, and set ``title`` and the
     last activity when given. The leaf stays where it is while it is an
     entry of the session, else it is the last entry (Pi's rule); for a file
-    that grew behind the row's back it is the file's last entry.
+    that grew behind the row's back it is the file's last entry. The storage
+    does the recount (``recount``, ``recompute_meta``): this only decides
+    whether to write, and audits it.
 
     Returns what changed (field → (before, after)); nothing changed means
     nothing written and no audit record (``also(entry_count)`` still runs).
     ``dry_run`` only computes that. ``operation`` names the audit record."""
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
-    row = meta.get_row(session_id, provider=provider.kind)
-    current = _stored_tree(provider, session_id, row)
-    changes = {name: (getattr(row, name), value) for name, value in current.items() if getattr(row, name) != value}
-    if not isinstance(title, Unset) and title != row.title:
-        changes["title"] = (row.title, title)
-    if not changes:
+    recount = provider.recount(session_id)
+    planned = _changes(recount, title)
+    if not planned:
         if also is not None and not dry_run:
             with transaction.atomic():
-                also(current["entry_count"])
+                also(recount.stored.entry_count)
         return {}
     if dry_run:
-        return changes
+        return planned
+    changes: dict[str, tuple[Any, Any]] = {}
 
-    def audit(fields: dict[str, Any]) -> None:
+    def audit(recount: MetaRecount) -> None:
+        # What the locked unit found: a writer may have come between the plan and the lock.
+        changes.update(_changes(recount, title))
         record(
             actor=acting,
             channel=channel,
             operation=operation,
             session_id=session_id,
-            leaf_before=row.leaf_entry_id,
-            leaf_after=fields["leaf_entry_id"],
+            leaf_before=recount.recorded.leaf_entry_id,
+            leaf_after=recount.stored.leaf_entry_id,
             detail={name: {"from": before, "to": after} for name, (before, after) in changes.items()},
         )
         if "title" in changes:
-            AgentSession.objects.filter(session_id=session_id).update(title=title)
+            meta.set_row_fields(session_id, title=title)
         set_times(session_id, activity_at=activity_at)
         if also is not None:
-            also(fields["entry_count"])
+            also(recount.stored.entry_count)
 
-    if isinstance(provider, FileSessionTreeProvider):
-        # The file storage writes the row as the file says on any committed write.
-        def before_commit(writer: SessionWriter) -> None:
-            state = writer.state
-            audit({"leaf_entry_id": writer.leaf_entry_id, "entry_count": state.entry_count})
-
-        provider.transact(session_id, lambda writer: None, before_commit=before_commit)
-    else:
-        with transaction.atomic():
-            locked = meta.get_row(session_id, provider=provider.kind, for_update=True)
-            fields = _stored_tree(provider, session_id, locked)
-            # The storage's leaf cache (depth, in flight, children) is read
-            # again from the leaf's row by the next write.
-            AgentSession.objects.filter(pk=locked.pk).update(**fields, leaf_depth=None)
-            audit(fields)
+    provider.recompute_meta(session_id, before_commit=audit)
     return changes
 
 
-def _stored_tree(provider: SessionTreeProvider, session_id: str, row: AgentSession) -> dict[str, Any]:
-    """The tree fields of a meta row as the stored entries say."""
-    with provider.read(session_id) as view:
-        if isinstance(provider, FileSessionTreeProvider):
-            state = view.state
-            return {
-                "entry_count": state.entry_count,
-                "branch_count": state.branch_count,
-                "compaction_count": state.compaction_count,
-                "root_entry_id": state.root_entry_id,
-                # An in-flight entry lives in the row, not the file: its leaf stays.
-                "leaf_entry_id": row.leaf_entry_id if state.in_flight_entry_id is not None else state.leaf_entry_id,
-            }
-        entries = view.all_entries()
-    stats = tree_stats(entries)
-    ids = {entry["id"] for entry in entries}
-    leaf = row.leaf_entry_id if row.leaf_entry_id in ids else (entries[-1]["id"] if entries else None)
-    return {
-        "entry_count": stats.entry_count,
-        "branch_count": stats.branch_count,
-        "compaction_count": stats.compaction_count,
-        "root_entry_id": stats.root_entry_id,
-        "leaf_entry_id": leaf,
-    }
+def _changes(recount: MetaRecount, title: str | None | Unset) -> dict[str, tuple[Any, Any]]:
+    changes = recount.changes()
+    if not isinstance(title, Unset) and title != recount.title:
+        changes["title"] = (recount.title, title)
+    return changes

@@ -10,6 +10,12 @@ session); ``docs/compaction.md`` ("Services") explains them and where we differ.
 
 Like every operation, each is keyword-only and needs an ``actor`` and a
 ``channel``; ``provider`` is resolved from the session when omitted.
+
+Each reads the session once (one consistent ``provider.read``) and passes on
+what it read: the unit of writes then reads the meta row once more, under the
+session's lock, and what it leaves (the leaf, the session) comes back from the
+writer instead of a third read. docs/mysql-provider.md ("Queries per call")
+lists the statements each costs.
 """
 
 from __future__ import annotations
@@ -21,15 +27,15 @@ from sessiontree.core import entries as build
 from sessiontree.core.branch_summary import collect_entries_for_branch_summary
 from sessiontree.core.compaction import CompactionSettings, prepare_compaction
 from sessiontree.core.entries import message_of
-from sessiontree.core.errors import BadInput, EntryNotFound, InvalidEntry, LeafConflict, SessionNotFound
+from sessiontree.core.errors import BadInput, EntryNotFound, InvalidEntry, LeafConflict
 from sessiontree.core.types import UNSET, Entry, SessionTreeSession, Unset
 from sessiontree.providers.base import SessionTreeProvider
-from sessiontree.providers.template import SessionWriter
+from sessiontree.providers.factory import provider_for
+from sessiontree.providers.template import SessionWriter, fork_copies, read_path
 from sessiontree.summarizers import Summarizer, generate_branch_summary, generate_compaction_summary, get_summarizer
 
 from . import hooks
-from ._common import audit_writer, provider_for, who
-from .audit import record
+from .audit import audit_writer, record, who
 from .operations import Operation
 
 Expected = str | None | Unset
@@ -45,13 +51,6 @@ class NavigateResult(TypedDict):
 
 
 # --- helpers -------------------------------------------------------------------------
-
-
-def _leaf_of(provider: SessionTreeProvider, session_id: str) -> str | None:
-    session = provider.get_session(session_id)
-    if session is None:
-        raise SessionNotFound(f"Session {session_id} not found")
-    return session["leaf_entry_id"]
 
 
 def _check_expected_leaf(session_id: str, leaf_id: str | None, expected_leaf_id: Expected) -> None:
@@ -103,15 +102,18 @@ def switch_leaf(
     """Move the leaf to ``entry_id`` (history is never rewritten)."""
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
-    provider.transact(
+
+    def work(writer: SessionWriter) -> SessionWriter:
+        writer.switch_leaf(entry_id)
+        return writer
+
+    done = provider.transact(
         session_id,
-        lambda writer: writer.switch_leaf(entry_id),
+        work,
         expected_leaf_id=expected_leaf_id,
         before_commit=audit_writer(acting, channel, Operation.SWITCH_LEAF, detail={"entry_id": entry_id}),
     )
-    session = provider.get_session(session_id)
-    assert session is not None
-    return session
+    return done.session()  # as stored: no second read
 
 
 def reset_leaf(
@@ -125,15 +127,18 @@ def reset_leaf(
     """Move the leaf before the root: the next entry starts a new root."""
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
-    provider.transact(
+
+    def work(writer: SessionWriter) -> SessionWriter:
+        writer.reset_leaf()
+        return writer
+
+    done = provider.transact(
         session_id,
-        lambda writer: writer.reset_leaf(),
+        work,
         expected_leaf_id=expected_leaf_id,
         before_commit=audit_writer(acting, channel, Operation.RESET_LEAF),
     )
-    session = provider.get_session(session_id)
-    assert session is not None
-    return session
+    return done.session()
 
 
 def set_label(
@@ -210,8 +215,10 @@ def compact_session(
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
     settings = settings if settings is not None else CompactionSettings()
-    leaf_id = _leaf_of(provider, session_id)
-    _check_expected_leaf(session_id, leaf_id, expected_leaf_id)
+    with provider.read(session_id) as view:  # the leaf and its path, in one consistent read
+        leaf_id = view.state.leaf_entry_id
+        _check_expected_leaf(session_id, leaf_id, expected_leaf_id)
+        path = read_path(view, leaf_id)
     hooks.run_before(
         hooks.HookEvent(
             "before_compact",
@@ -222,7 +229,6 @@ def compact_session(
             data={"leaf_entry_id": leaf_id, "custom_instructions": custom_instructions},
         )
     )
-    path = provider.get_active_path(session_id, leaf_id)
     preparation = prepare_compaction(path, settings)
     if preparation is None or not preparation.has_content:
         return None
@@ -266,6 +272,100 @@ def compact_session(
 # --- tree navigation --------------------------------------------------------------------
 
 
+class _NothingToDo(Exception):
+    """Navigating to the leaf itself: ends the unit without a write (not an error)."""
+
+    def __init__(self, leaf_entry_id: str | None) -> None:
+        super().__init__(leaf_entry_id)
+        self.leaf_entry_id = leaf_entry_id
+
+
+def _destination(target: Entry, target_id: str) -> tuple[str | None, str | None]:
+    """Where the leaf goes for ``target`` and the text to re-edit, as Pi's
+    ``/tree`` does: a user or custom message → its parent, and its text."""
+    if _is_user_message(target):
+        return target.get("parentId"), _text_of(message_of(target).get("content"))
+    if target.get("type") == "custom_message":
+        return target.get("parentId"), _text_of(target.get("content"))
+    return target_id, None
+
+
+def _move_and_append(
+    writer: SessionWriter,
+    *,
+    target_id: str,
+    new_leaf_id: str | None,
+    old_leaf_id: str | None,
+    branch: Any,
+    label: str | None,
+) -> tuple[Entry | None, Entry | None]:
+    """The writes of a navigate: the leaf move, the summary, the label."""
+    if new_leaf_id is None:
+        writer.reset_leaf()
+    else:
+        writer.switch_leaf(new_leaf_id)
+    summary_entry: Entry | None = None
+    if branch is not None:
+        summary_entry = writer.append(
+            build.branch_summary_entry(
+                branch_from_entry_id=new_leaf_id,
+                summary=branch.summary,
+                details=branch.details,
+                from_id=old_leaf_id or "root",
+            )
+        )
+    label_entry: Entry | None = None
+    if label:
+        labelled_id = summary_entry["id"] if summary_entry is not None else target_id
+        label_entry = writer.append(build.label_entry(labelled_id, label))
+    return summary_entry, label_entry
+
+
+def _navigate_in_one_unit(
+    provider: SessionTreeProvider,
+    session_id: str,
+    target_id: str,
+    *,
+    acting: Any,
+    channel: str,
+    label: str | None,
+    expected_leaf_id: Expected,
+) -> NavigateResult:
+    """A navigate with nothing to ask between reading and writing: the leaf,
+    the target, the move and the label in one unit (one read of the session)."""
+
+    def work(writer: SessionWriter) -> tuple[str | None, str | None, Entry | None, str | None]:
+        old_leaf_id = writer.leaf_entry_id if isinstance(expected_leaf_id, Unset) else expected_leaf_id
+        if target_id == old_leaf_id:
+            raise _NothingToDo(old_leaf_id)
+        writer.check_expected_leaf(expected_leaf_id)
+        new_leaf_id, editor_text = _destination(writer.get_entry(target_id), target_id)
+        _summary, label_entry = _move_and_append(
+            writer, target_id=target_id, new_leaf_id=new_leaf_id, old_leaf_id=old_leaf_id, branch=None, label=label
+        )
+        return old_leaf_id, editor_text, label_entry, writer.leaf_entry_id
+
+    audit = audit_writer(
+        acting,
+        channel,
+        Operation.NAVIGATE_TREE,
+        detail={"target_id": target_id, "summarized": False, "label": label},
+    )
+    try:
+        old_leaf_id, editor_text, label_entry, leaf_after = provider.transact(session_id, work, before_commit=audit)
+    except _NothingToDo as nothing:
+        return {"leaf_entry_id": nothing.leaf_entry_id, "editor_text": None, "summary_entry": None, "label_entry": None}
+    data = {"target_id": target_id, "old_leaf_id": old_leaf_id, "summarize": False, "label": label}
+    result: NavigateResult = {
+        "leaf_entry_id": leaf_after,
+        "editor_text": editor_text,
+        "summary_entry": None,
+        "label_entry": label_entry,
+    }
+    hooks.run_after(hooks.HookEvent("after_navigate", provider, session_id, acting, channel, data=data, result=result))
+    return result
+
+
 def navigate_tree(
     *,
     session_id: str,
@@ -303,32 +403,47 @@ def navigate_tree(
     written) when summarizing fails, ``InvalidEntry`` (before anything is
     written) for a ``label`` or ``custom_instructions`` that is not a string.
     ``before_navigate`` hooks may refuse; ``after_navigate`` hooks run after.
+
+    Without a summary to ask for and without ``before_navigate`` hooks,
+    nothing needs to happen between reading and writing: the whole navigate
+    is one unit, which reads the session once (under its lock).
     """
     _check_optional_text(label, "label")
     _check_optional_text(custom_instructions, "custom_instructions")
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
-    old_leaf_id = _leaf_of(provider, session_id) if isinstance(expected_leaf_id, Unset) else expected_leaf_id
-    if target_id == old_leaf_id:
-        return {"leaf_entry_id": old_leaf_id, "editor_text": None, "summary_entry": None, "label_entry": None}
-    target = provider.get_entry(session_id, target_id)
+    if not summarize and not hooks.has_hooks("before_navigate"):
+        return _navigate_in_one_unit(
+            provider,
+            session_id,
+            target_id,
+            acting=acting,
+            channel=channel,
+            label=label,
+            expected_leaf_id=expected_leaf_id,
+        )
+
+    # One consistent read for everything before the writes: the leaf, the
+    # target and (to summarize) both paths. Hooks and the summarizer run
+    # after it, with no lock held.
+    old_path: list[Entry] = []
+    target_path: list[Entry] = []
+    with provider.read(session_id) as view:
+        old_leaf_id = view.state.leaf_entry_id if isinstance(expected_leaf_id, Unset) else expected_leaf_id
+        if target_id == old_leaf_id:
+            return {"leaf_entry_id": old_leaf_id, "editor_text": None, "summary_entry": None, "label_entry": None}
+        target = view.get(target_id) if isinstance(target_id, str) else None
+        if target is None:
+            raise EntryNotFound(f"Entry {target_id} not found in session {session_id}")
+        if summarize:
+            old_path = read_path(view, old_leaf_id) if old_leaf_id is not None else []
+            target_path = read_path(view, target_id)
     data = {"target_id": target_id, "old_leaf_id": old_leaf_id, "summarize": summarize, "label": label}
     hooks.run_before(hooks.HookEvent("before_navigate", provider, session_id, acting, channel, data=dict(data)))
-
-    if _is_user_message(target):
-        new_leaf_id: str | None = target.get("parentId")
-        editor_text: str | None = _text_of(message_of(target).get("content"))
-    elif target.get("type") == "custom_message":
-        new_leaf_id = target.get("parentId")
-        editor_text = _text_of(target.get("content"))
-    else:
-        new_leaf_id = target_id
-        editor_text = None
+    new_leaf_id, editor_text = _destination(target, target_id)
 
     branch = None
     if summarize:
-        old_path = provider.get_active_path(session_id, old_leaf_id) if old_leaf_id is not None else []
-        target_path = provider.get_active_path(session_id, target_id)
         by_id = {entry["id"]: entry for entry in (*old_path, *target_path)}
         abandoned, _common_ancestor_id = collect_entries_for_branch_summary(
             list(by_id.values()), old_leaf_id, target_id, by_id=by_id
@@ -343,28 +458,13 @@ def navigate_tree(
 
     # Every summarizer call is done: from here on one unit of writes, refused
     # whole if the leaf moved while we were summarizing.
-    def work(writer: SessionWriter) -> tuple[Entry | None, Entry | None]:
-        if new_leaf_id is None:
-            writer.reset_leaf()
-        else:
-            writer.switch_leaf(new_leaf_id)
-        summary_entry: Entry | None = None
-        if branch is not None:
-            summary_entry = writer.append(
-                build.branch_summary_entry(
-                    branch_from_entry_id=new_leaf_id,
-                    summary=branch.summary,
-                    details=branch.details,
-                    from_id=old_leaf_id or "root",
-                )
-            )
-        label_entry: Entry | None = None
-        if label:
-            labelled_id = summary_entry["id"] if summary_entry is not None else target_id
-            label_entry = writer.append(build.label_entry(labelled_id, label))
-        return summary_entry, label_entry
+    def work(writer: SessionWriter) -> tuple[Entry | None, Entry | None, str | None]:
+        summary_entry, label_entry = _move_and_append(
+            writer, target_id=target_id, new_leaf_id=new_leaf_id, old_leaf_id=old_leaf_id, branch=branch, label=label
+        )
+        return summary_entry, label_entry, writer.leaf_entry_id
 
-    summary_entry, label_entry = provider.transact(
+    summary_entry, label_entry, leaf_after = provider.transact(
         session_id,
         work,
         expected_leaf_id=old_leaf_id,
@@ -376,7 +476,7 @@ def navigate_tree(
         ),
     )
     result: NavigateResult = {
-        "leaf_entry_id": _leaf_of(provider, session_id),
+        "leaf_entry_id": leaf_after,
         "editor_text": editor_text,
         "summary_entry": summary_entry,
         "label_entry": label_entry,
@@ -418,25 +518,27 @@ def fork_session(
         raise BadInput(f"Invalid fork position {position!r}; use 'before' or 'at'")
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
-    if not isinstance(expected_leaf_id, Unset):
-        _check_expected_leaf(session_id, _leaf_of(provider, session_id), expected_leaf_id)
-    entry = provider.get_entry(session_id, entry_id)
-    if position == "at":
-        fork_leaf_id: str | None = entry_id
-    else:
-        if not _is_user_message(entry):
-            raise InvalidEntry(
-                f"Entry {entry_id} is {_describe(entry)}; forking 'before' needs a user message "
-                "(use position='at' to fork at any entry)"
-            )
-        fork_leaf_id = entry.get("parentId")
-        if fork_leaf_id is not None:
-            try:
-                provider.get_entry(session_id, fork_leaf_id)
-            except EntryNotFound:
+    # One read: the entry, where the fork ends, and what the new session holds.
+    with provider.read(session_id) as view:
+        _check_expected_leaf(session_id, view.state.leaf_entry_id, expected_leaf_id)
+        entry = view.get(entry_id) if isinstance(entry_id, str) else None
+        if entry is None:
+            raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
+        if position == "at":
+            fork_leaf_id: str | None = entry_id
+        else:
+            if not _is_user_message(entry):
+                raise InvalidEntry(
+                    f"Entry {entry_id} is {_describe(entry)}; forking 'before' needs a user message "
+                    "(use position='at' to fork at any entry)"
+                )
+            fork_leaf_id = entry.get("parentId")
+            if fork_leaf_id is not None and view.get(fork_leaf_id) is None:
                 # A parent missing from the file (left by Pi's own forks) makes
                 # the message a root, as every path walk treats it.
                 fork_leaf_id = None
+        source = view.session()
+        copied = fork_copies(view, fork_leaf_id)
     data = {"entry_id": entry_id, "position": position, "fork_leaf_id": fork_leaf_id}
     hooks.run_before(hooks.HookEvent("before_fork", provider, session_id, acting, channel, data=dict(data)))
 
@@ -461,8 +563,6 @@ def fork_session(
         )
 
     fields = {"title": title} if title is not None else {}
-    new_session = provider.create_branched_session(
-        session_id, fork_leaf_id, new_session_id=new_session_id, before_commit=audit, **fields
-    )
+    new_session = provider.create_fork(source, copied, new_session_id=new_session_id, before_commit=audit, **fields)
     hooks.run_after(hooks.HookEvent("after_fork", provider, session_id, acting, channel, data=data, result=new_session))
     return new_session

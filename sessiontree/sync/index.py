@@ -15,10 +15,10 @@ from sessiontree.core.pi_session_file import migrate_to_current_version
 from sessiontree.core.session_reader import read_session_bytes
 from sessiontree.core.types import CURRENT_SESSION_VERSION
 from sessiontree.models import SyncedFile
-from sessiontree.providers.factory import get_provider
+from sessiontree.providers.base import RegistersFiles
+from sessiontree.providers.factory import file_registering_provider
 
 # Dropping the file storage's parsed files from memory is a file-only capability.
-from sessiontree.providers.file_provider import clear_index_cache
 from sessiontree.services import sessions as session_ops
 
 from .marks import Probe, mark_saver, same_file, session_meta, stat_matches
@@ -37,7 +37,8 @@ def index_file(probe: Probe, options: SyncOptions, result: FileResult) -> FileRe
             f"needs migration: a v{version} file is rewritten as v3 when registered; "
             "use --mode import (the file stays untouched) or --migrate"
         )
-    provider = get_provider("file")
+    provider = file_registering_provider()
+    assert isinstance(provider, RegistersFiles)
     row = session_meta(session_id)
     mark = SyncedFile.objects.filter(mode="index", path_key=path_key(path)).first()
     if row is not None and (row["provider"] != "file" or not same_file(row, path)):
@@ -79,7 +80,7 @@ def index_file(probe: Probe, options: SyncOptions, result: FileResult) -> FileRe
             result.entries = max(0, after - before)
         return result
     finally:
-        clear_index_cache()  # never keep a folder's parsed files in memory
+        provider.forget_files()  # never keep a folder's parsed files in memory
 
 
 def _index_mark(

@@ -12,8 +12,8 @@ from sessiontree.core.errors import SessionNotFound
 from sessiontree.core.types import CURRENT_SESSION_VERSION, Entry, SessionTreeSession
 from sessiontree.models import SyncedFile
 from sessiontree.providers import meta
+from sessiontree.providers.base import RegistersFiles
 from sessiontree.providers.factory import get_provider
-from sessiontree.providers.file_provider import FileSessionTreeProvider
 
 from .pi_files import FileStat, parse_time, path_key
 
@@ -104,8 +104,9 @@ def same_file(session: SessionTreeSession, path: Path) -> bool:
     if not stored:
         # A row without its file's name: the file provider's own place (a
         # file-only capability, like dropping its parsed files: see index).
-        provider = get_provider("file")
-        assert isinstance(provider, FileSessionTreeProvider)
+        provider = get_provider(session["provider"])
+        if not isinstance(provider, RegistersFiles):
+            return False
         stored = str(provider.path_for(session["session_id"]))
     try:
         return Path(stored).resolve() == path.resolve()

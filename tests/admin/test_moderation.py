@@ -4,6 +4,7 @@ reported, and recorded (AuditRecord and Django's LogEntry)."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.contrib.messages import get_messages
@@ -246,3 +247,36 @@ def test_a_bad_form_is_a_message_not_an_error(moderator_client, branched):
 
     assert response.status_code == 302
     assert any("position" in m for m in messages_of(response))
+
+
+@pytest.mark.parametrize("action", ["switch_leaf", "navigate", "reset_leaf"])
+def test_the_leaf_an_action_reports_is_the_files_not_the_rows(moderator_client, action):
+    """Pi may append to a session file behind its meta row: the file is the
+    truth for the leaf, so that is the leaf an action says it moved from."""
+    from sessiontree.management.commands.load_demo import build_coding_1
+
+    from .conftest import build
+
+    row = build(build_coding_1, "grown", "file")
+    provider = provider_of(row)
+    stale = row.leaf_entry_id
+    target = provider.get_active_path(row.session_id)[1]["id"]
+    line = orjson.dumps(
+        {
+            "type": "message",
+            "id": "pi000001",
+            "parentId": stale,
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "written by Pi"}]},
+        }
+    )
+    with open(provider.path_for(row.session_id), "ab") as handle:
+        handle.write(line + b"\n")
+    assert AgentSession.objects.get(pk=row.pk).leaf_entry_id == stale  # the row has not seen it
+    data = {} if action == "reset_leaf" else {"entry_id": target}
+
+    _page, done = confirm(moderator_client, row, action, data)
+
+    assert done.status_code == 302
+    log = LogEntry.objects.get(action_flag=CHANGE, object_id=str(row.pk))
+    assert "pi000001" in log.change_message and stale not in log.change_message

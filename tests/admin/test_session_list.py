@@ -43,14 +43,18 @@ def test_created_is_the_session_header_time_not_the_import_time(admin_client, ki
     assert "2024-02-03 04:05" in html
 
 
-def test_untitled_sessions_show_their_first_user_message_from_the_database(admin_client):
+def test_untitled_sessions_of_every_storage_show_their_first_user_message(admin_client):
     build(build_coding_1, "untitled-db", "mysql", title=None)
-    build(build_coding_1, "untitled-file", "file", title=None)
+    file_row = build(build_coding_1, "untitled-file", "file", title=None)
+    build(build_coding_1, "titled", "file", title="Has a title")
+    # The preview is the meta row's: the list shows it with the file gone.
+    get_provider("file").path_for(file_row.session_id).unlink()
 
     html = admin_client.get(LIST).content.decode()
 
-    assert "Invoice totals are off by one cent" in html  # the mysql session's entries are in the database
-    assert "untitled</em> <code>untitled-file</code>" in html  # the file is never opened by the list
+    assert html.count("<em>“Invoice totals are off by one cent") == 2
+    assert "Has a title" in html
+    assert "untitled</em>" not in html
 
 
 def test_the_list_never_opens_session_files(admin_client):

@@ -95,3 +95,39 @@ def test_roleplay_reads_stay_bounded_on_a_long_branch(api, kind, django_assert_m
     # (from the latest checkpoint) are read apart once they no longer fit in one chunk.
     assert all(after - before <= 1 for before, after in zip(small, large, strict=True)), (small, large)
     assert story.state()["revision"] == 32
+
+
+# Writes: the token, the session the user may see (which names its provider),
+# then the operation's own statements (tests/services/test_statements.py),
+# whatever the session's size. SAVEPOINT/RELEASE not counted.
+WRITE_QUERIES = {
+    "file": {"append": 5, "label": 5, "navigate": 5, "switch-leaf": 5},
+    "mysql": {"append": 6, "label": 7, "navigate": 7, "switch-leaf": 6},
+}
+
+
+def count_statements(api: Api, method: str, url: str, body: dict, expected: int) -> int:
+    with CaptureQueriesContext(connection) as captured:
+        api.call(method, url, expected, body)
+    return sum(1 for query in captured.captured_queries if "SAVEPOINT" not in query["sql"])
+
+
+def test_writes_cost_a_fixed_number_of_statements(api, kind):
+    sid = api.create_session(kind)["session_id"]
+    first = api.say(sid, "hello")
+    second = api.say(sid, "again", role="assistant")
+
+    def writes() -> dict[str, int]:
+        base = f"/api/sessions/{sid}"
+        return {
+            "append": count_statements(
+                api, "post", f"{base}/entries/", {"message": {"role": "user", "content": "x"}}, 201
+            ),
+            "label": count_statements(api, "post", f"{base}/labels/", {"target_id": first["id"], "label": "l"}, 201),
+            "navigate": count_statements(api, "post", f"{base}/navigate/", {"target_id": second["id"]}, 200),
+            "switch-leaf": count_statements(api, "post", f"{base}/switch-leaf/", {"entry_id": first["id"]}, 200),
+        }
+
+    small = writes()
+    grow(api, sid, 60)
+    assert writes() == small == WRITE_QUERIES[kind]

@@ -590,6 +590,12 @@ METHOD_CALLS = {
     "get_header": lambda p, sid, eid: p.get_header(sid),
     "read": lambda p, sid, eid: read_all(p, sid),
     "transact": lambda p, sid, eid: p.transact(sid, lambda writer: writer.switch_leaf(eid)),
+    # creates; its source is the session dict the caller read (covered by the fork cases)
+    "create_fork": None,
+    "scan": lambda p, sid, eid: p.scan(sid),
+    "cut_torn_tail": lambda p, sid, eid: p.cut_torn_tail(sid),
+    "recount": lambda p, sid, eid: p.recount(sid),
+    "recompute_meta": lambda p, sid, eid: p.recompute_meta(sid),
 }
 SESSION_METHODS = sorted(name for name, call in METHOD_CALLS.items() if call is not None)
 

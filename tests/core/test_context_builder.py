@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from sessiontree.core.context_builder import UNSET, build_session_context
-from sessiontree.core.errors import CorruptSessionTree, EntryNotFound
+from sessiontree.core.errors import BadInput, CorruptSessionTree, EntryNotFound
 from sessiontree.core.path import build_entry_index
 
 TS0 = "2026-04-19T00:00:00.000Z"
@@ -495,3 +495,15 @@ def test_entries_are_not_modified():
     before = copy.deepcopy(entries)
     build_session_context(entries)
     assert entries == before
+
+
+def test_the_leaf_is_named_either_way_and_two_different_names_are_refused():
+    entries = [message("a", None, "user", "one"), message("b", "a", "user", "two")]
+    at_a = build_session_context(entries, "a")
+    assert build_session_context(entries, leaf_id="a") == at_a
+    assert build_session_context(entries, leaf_entry_id="a") == at_a
+    assert build_session_context(entries, "a", leaf_entry_id="a") == at_a
+    assert build_session_context(entries, leaf_entry_id=None)["messages"] == []
+    assert len(build_session_context(entries)["messages"]) == 2
+    with pytest.raises(BadInput, match="different leaves"):
+        build_session_context(entries, leaf_id="a", leaf_entry_id="b")

@@ -283,3 +283,91 @@ def test_a_line_written_without_our_lock_between_refresh_and_append_is_not_lost(
     b = provider.append_message("s1", {"role": "user", "content": "b"})
     monkeypatch.setattr(module, "encode_entry_line", real_encode)
     assert provider.list_entries("s1") == [a, foreign, b]
+
+
+# --- where a session's file is: remembered, confirmed by the row under the lock ---
+
+
+def test_a_write_locks_the_remembered_file_and_reads_the_row_once(provider, django_assert_num_queries):
+    provider.create_session(session_id="s1")
+    provider.append_message("s1", {"role": "user", "content": "one"})
+    with django_assert_num_queries(4):  # the row under the lock, SAVEPOINT, UPDATE, RELEASE
+        provider.append_message("s1", {"role": "user", "content": "two"})
+
+
+def test_a_stale_remembered_file_is_never_written(provider, tmp_path):
+    """The row read under the lock names the session's file; a write that
+    locked another one starts again on it (a session re-created elsewhere)."""
+    from sessiontree.providers import file_provider
+
+    session = provider.create_session(session_id="s1")
+    stray = tmp_path / "elsewhere" / "s1.jsonl"
+    stray.parent.mkdir()
+    stray.write_bytes(Path(session["session_file"]).read_bytes())
+    file_provider._remember_path("s1", stray)
+    before = stray.read_bytes()
+
+    entry = provider.append_message("s1", {"role": "user", "content": "hello"})
+
+    assert stray.read_bytes() == before
+    assert read_lines(session["session_file"])[-1]["id"] == entry["id"]
+    assert file_provider._known_path("s1") == Path(session["session_file"])
+
+
+def test_a_remembered_file_that_is_gone_is_looked_up_again(provider, tmp_path):
+    from sessiontree.core.errors import SessionNotFound
+    from sessiontree.providers import file_provider
+
+    session = provider.create_session(session_id="s1")
+    file_provider._remember_path("s1", tmp_path / "gone" / "s1.jsonl")
+    entry = provider.append_message("s1", {"role": "user", "content": "hello"})
+    assert read_lines(session["session_file"])[-1]["id"] == entry["id"]
+    file_provider._remember_path("nope", tmp_path / "gone" / "nope.jsonl")
+    with pytest.raises(SessionNotFound, match="Session nope not found"):
+        provider.append_message("nope", {"role": "user", "content": "x"})
+
+
+# --- cutting a torn last line (the repair's storage step) -----------------------------
+
+
+def tear(provider, session_id: str) -> Path:
+    path = Path(provider.get_session(session_id)["session_file"])
+    with path.open("ab") as handle:
+        handle.write(b'{"type":"message","id":"tor')
+    return path
+
+
+def test_a_torn_tail_is_cut_after_a_backup_with_the_callers_writes_in_the_same_unit(provider):
+    from sessiontree.providers import file_provider
+
+    provider.create_session(session_id="s1")
+    kept = provider.append_message("s1", {"role": "user", "content": "kept"})
+    provider.create_session(session_id="s2")
+    provider.list_entries("s2")  # parsed and cached
+    path = tear(provider, "s1")
+    torn = path.read_bytes()
+    seen = []
+
+    cut = provider.cut_torn_tail("s1", before_commit=seen.append)
+
+    assert seen == [cut] and cut.cut_bytes == len(b'{"type":"message","id":"tor')
+    assert Path(cut.backup).read_bytes() == torn and Path(cut.backup).name == cut.backup_name
+    assert path.read_bytes() == torn[: -cut.cut_bytes]
+    assert str(path) not in file_provider._cache  # this file's parse is dropped, the others' kept
+    assert str(path.with_name("s2.jsonl")) in file_provider._cache
+    assert provider.list_entries("s1") == [kept]
+    assert provider.cut_torn_tail("s1") is None  # nothing torn any more
+
+
+def test_a_failing_before_commit_leaves_the_torn_file_as_it_was(provider):
+    provider.create_session(session_id="s1")
+    provider.append_message("s1", {"role": "user", "content": "kept"})
+    path = tear(provider, "s1")
+    torn = path.read_bytes()
+
+    def refuse(_cut):
+        raise RuntimeError("audit failed")
+
+    with pytest.raises(RuntimeError):
+        provider.cut_torn_tail("s1", before_commit=refuse)
+    assert path.read_bytes() == torn

@@ -122,7 +122,7 @@ def test_a_failing_audit_record_writes_nothing(provider, monkeypatch):
     def failing_audit(**kwargs):
         raise RuntimeError("database went away")
 
-    monkeypatch.setattr("sessiontree.services._common.record", failing_audit)
+    monkeypatch.setattr("sessiontree.services.audit.record", failing_audit)
     with pytest.raises(RuntimeError):
         entry_ops.append_message(session_id="s1", message=user("x"), actor="t", channel="internal", provider=provider)
     assert Path(session["session_file"]).read_bytes() == before

@@ -49,7 +49,7 @@ from sessiontree.core.context_builder import UNSET
 from sessiontree.core.types import Entry
 from sessiontree.management.base import EXIT_BAD_INPUT, SessionTreeCommand, one_line
 from sessiontree.providers.base import SessionTreeProvider
-from sessiontree.providers.factory import PROVIDER_KINDS, get_provider, get_provider_for_session
+from sessiontree.providers.factory import get_provider, get_provider_for_session, provider_kinds
 
 CORRECTION_NOTE = (
     "This appended a correction on the current branch; the session tree was not moved. "
@@ -420,7 +420,7 @@ class Command(SessionTreeCommand):
         )
         parser.add_argument(
             "--provider",
-            choices=PROVIDER_KINDS,
+            choices=provider_kinds(),
             default=default,
             help="use this storage instead of the session's own",
         )

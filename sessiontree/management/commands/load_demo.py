@@ -29,7 +29,7 @@ from sessiontree.core.types import Entry
 from sessiontree.management.base import SessionTreeCommand
 from sessiontree.models import Agent
 from sessiontree.providers.base import SessionTreeProvider
-from sessiontree.providers.factory import PROVIDER_KINDS, get_provider, get_provider_for_session
+from sessiontree.providers.factory import get_provider, get_provider_for_session, provider_kinds
 from sessiontree.services.audit import Actor
 
 MODEL_SONNET = ("anthropic", "claude-sonnet-4-5")
@@ -470,7 +470,7 @@ class Command(SessionTreeCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--provider",
-            choices=PROVIDER_KINDS,
+            choices=provider_kinds(),
             default=None,
             help="Storage for the demo sessions that do not name one (default: SESSIONTREE_DEFAULT_PROVIDER); "
             "the database demo sessions are always in the mysql provider.",

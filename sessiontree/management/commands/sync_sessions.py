@@ -21,6 +21,7 @@ import orjson
 from django.core.management.base import CommandError, CommandParser
 
 from sessiontree.management.base import SessionTreeCommand, one_line
+from sessiontree.providers.factory import provider_kinds
 from sessiontree.sync.folder import LAYOUTS, MODES, ON_REWRITE, SyncOptions, sync_folder
 
 
@@ -36,7 +37,7 @@ class Command(SessionTreeCommand):
         parser.add_argument("--mode", choices=MODES, default="import", help="what to do (default: import)")
         parser.add_argument(
             "--provider",
-            choices=("mysql", "file"),
+            choices=provider_kinds(),
             default=None,
             help="import: where entries go (default mysql); export: only this provider's sessions; index: file",
         )

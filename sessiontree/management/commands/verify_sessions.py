@@ -1,6 +1,6 @@
 """Check stored session trees and report every problem, one line each.
 
-    manage.py verify_sessions [--provider file|mysql] [--session ID] [--json]
+    manage.py verify_sessions [--provider KIND] [--session ID] [--json]
 
 Dangling parents, duplicate ids, cycles, a compaction's ``firstKeptEntryId``
 off its path, labels of missing entries, tool results without their tool
@@ -17,14 +17,15 @@ import orjson
 from django.core.management.base import CommandError, CommandParser
 
 from sessiontree.management.base import EXIT_CORRUPT, SessionTreeCommand, one_line
+from sessiontree.providers.factory import provider_kinds
 from sessiontree.selectors.verify import session_ids, verify_session
 
 
 class Command(SessionTreeCommand):
-    help = "Check stored session trees (both providers) and report each problem on its own line."
+    help = "Check stored session trees (every provider) and report each problem on its own line."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--provider", choices=("file", "mysql"), default=None, help="only this provider's sessions")
+        parser.add_argument("--provider", choices=provider_kinds(), default=None, help="only this provider's sessions")
         parser.add_argument("--session", default=None, help="only this session")
         parser.add_argument("--json", action="store_true", help="print the reports as JSON")
 
