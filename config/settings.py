@@ -276,6 +276,15 @@ if _retention and (SESSIONTREE_RETENTION_DAYS is None or SESSIONTREE_RETENTION_D
         f"SESSIONTREE_RETENTION_DAYS={_retention!r} must be a whole number of days, 1 or more (unset: keep)"
     )
 
+# Idempotency keys (docs/api.md, "Idempotency"): a retried write with the same
+# Idempotency-Key header is answered from the first one for this many seconds;
+# apply_retention purges older keys.
+SESSIONTREE_IDEMPOTENCY_TTL_SECONDS = int(os.environ.get("SESSIONTREE_IDEMPOTENCY_TTL_SECONDS", str(24 * 60 * 60)))
+if SESSIONTREE_IDEMPOTENCY_TTL_SECONDS < 60:
+    raise ImproperlyConfigured(
+        f"SESSIONTREE_IDEMPOTENCY_TTL_SECONDS={SESSIONTREE_IDEMPOTENCY_TTL_SECONDS} must be at least 60 seconds"
+    )
+
 # A request body may hold one entry of the largest size allowed, plus the
 # JSON around it (and some escaping); the API's parser enforces this limit
 # (413 request_too_large), the entry limit stays the providers' (413 entry_too_large).

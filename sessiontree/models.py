@@ -348,3 +348,29 @@ class LegalHold(models.Model):
 
     def __str__(self) -> str:
         return f"legal hold on {self.session_id}"
+
+
+class IdempotencyRecord(models.Model):
+    """A write made with an idempotency key, and what it answered.
+
+    Inserted in the same transaction as the write it records (with its audit
+    record), so a key is taken exactly when the write happened; a retry with
+    the same key and the same request gets ``result`` back and writes nothing
+    (``sessiontree/services/idempotency.py``). ``scope`` is whose key it is
+    (a user, or a system actor). Kept ``SESSIONTREE_IDEMPOTENCY_TTL_SECONDS``.
+    """
+
+    scope = models.CharField(max_length=200)
+    key = models.CharField(max_length=255)
+    operation = models.CharField(max_length=64)
+    fingerprint = models.CharField(max_length=64)
+    session_id = models.CharField(max_length=64, blank=True, default="")
+    result = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        db_table = "neta_idempotency_record"
+        constraints = [models.UniqueConstraint(fields=["scope", "key"], name="idempotency_scope_key")]
+
+    def __str__(self) -> str:
+        return f"{self.operation} by {self.scope} ({self.key})"

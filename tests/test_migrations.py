@@ -33,6 +33,7 @@ def test_id_columns_compare_exactly_on_mysql():
     later = [
         import_module("sessiontree.migrations.0010_moderation_flags"),
         import_module("sessiontree.migrations.0011_legal_hold_and_retention"),
+        import_module("sessiontree.migrations.0013_idempotency_records"),
     ]
     expected = {
         (

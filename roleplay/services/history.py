@@ -19,6 +19,7 @@ from sessiontree.core.errors import LeafConflict
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.services.hooks import HookEvent
+from sessiontree.services.idempotency import idempotent
 
 from .. import schema
 from ..operations import RoleplayOperation
@@ -28,6 +29,7 @@ from .reads import inspect_state
 from .writes import append
 
 
+@idempotent()
 def history_goto(
     *,
     session_id: str,
@@ -57,6 +59,7 @@ def history_goto(
     return {**result, "state": inspect_state(provider, session_id)}
 
 
+@idempotent()
 def history_fork(
     *,
     session_id: str,
@@ -126,6 +129,7 @@ def _checkpoint_hook(event: HookEvent) -> None:
         )
 
 
+@idempotent()
 def compact_with_checkpoint(
     *, session_id: str, actor: Actor, channel: str, provider: SessionTreeProvider | None = None, **kwargs: Any
 ) -> dict[str, Any]:

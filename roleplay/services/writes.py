@@ -18,6 +18,7 @@ from sessiontree import services as tree_services
 from sessiontree.core.entries import custom_entry
 from sessiontree.core.types import UNSET, Entry, Unset
 from sessiontree.providers.base import SessionTreeProvider
+from sessiontree.services.idempotency import idempotent
 
 from .. import inspection, schema
 from ..errors import NoRoleplayCharacter, ReviewAlreadyDecided, ReviewNotFound
@@ -126,6 +127,7 @@ def _commit_that_set(branch: Branch, pointer: str) -> str | None:
     return None
 
 
+@idempotent()
 def correct_state(
     *,
     session_id: str,
@@ -190,6 +192,7 @@ def _pending_review(state: RoleplayState, review_id: str, session_id: str) -> di
     raise ReviewNotFound(f"Session {session_id}: no review {review_id} on the current branch (pending: {pending})")
 
 
+@idempotent()
 def amend_review(
     *,
     session_id: str,
@@ -222,6 +225,7 @@ def amend_review(
     )
 
 
+@idempotent()
 def decide_review(
     *,
     session_id: str,
@@ -279,6 +283,7 @@ def decide_review(
     )
 
 
+@idempotent()
 def create_checkpoint(
     *,
     session_id: str,
@@ -313,6 +318,7 @@ def create_checkpoint(
     )
 
 
+@idempotent()
 def repair_turn(
     *,
     session_id: str,
@@ -354,6 +360,7 @@ def repair_turn(
     )
 
 
+@idempotent()
 def archive(
     *,
     session_id: str,

@@ -36,7 +36,7 @@ from sessiontree.services import moderation
 from .pagination import SessionCursorPagination
 from .permissions import VIEW_ALL, sees_all_sessions, visible_sessions
 from .serializers import EntrySerializer, InputSerializer, StrictCharField, entry_id_field, session_lookup_field
-from .views import CHANNEL, SessionScopedViewSet, parse
+from .views import CHANNEL, IdempotentWrites, SessionScopedViewSet, parse
 
 FLAG_ENTRY = "sessiontree.flag_entry"
 RESOLVE_FLAG = "sessiontree.resolve_flag"
@@ -207,7 +207,7 @@ class FlagPagination(SessionCursorPagination):
     ordering = ("opened_at", "id")
 
 
-class FlagViewSet(GenericViewSet):
+class FlagViewSet(IdempotentWrites, GenericViewSet):
     """The moderation queue across sessions."""
 
     queryset = ModerationFlag.objects.all()

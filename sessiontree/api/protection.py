@@ -46,7 +46,10 @@ class HoldSerializer(InputSerializer):
 
     reason = StrictCharField(
         max_length=protection.MAX_REASON,
-        validators=[RegexValidator(r"\S", "A reason needs more than blanks.")],
+        # One pattern (the schema shows one): not only blanks, and no NUL.
+        validators=[
+            RegexValidator(r"^[^\x00]*[^\x00\t\n\x0b\x0c\r ][^\x00]*$", "A reason needs more than blanks (and no NUL).")
+        ],
         help_text="Why the session must be kept (not only blanks).",
     )
 

@@ -34,7 +34,7 @@ ERROR_DESCRIPTIONS = {
     406: "The Accept header names no media type this operation answers in.",
     409: (
         "Conflict: the leaf moved (leaf_conflict), the entry is completed, the session is closed or exists, "
-        "an entry id is taken, or the Idempotency-Key is in use by a request still running (idempotency_key_in_use)."
+        "an entry id is taken, or the write made with this Idempotency-Key happened but its answer was not kept (idempotency_key_in_use: read the resource)."
     ),
     412: "If-Match names a version that is not the current one (precondition_failed): read it again.",
     413: "The body or the entry is too large.",
@@ -176,8 +176,9 @@ IF_MATCH_ON_TAG = {
 QUERY_SCHEMAS = {
     ("get", "/api/sessions/"): {
         "agent": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1},
-        "user_id": {"type": "string", "minLength": 1, "maxLength": 191},
-        "search": {"type": "string", "minLength": 1, "maxLength": 255},
+        # Django refuses a NUL in a text filter: the schema says so.
+        "user_id": {"type": "string", "minLength": 1, "maxLength": 191, "pattern": "^[^\\u0000]*$"},
+        "search": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[^\\u0000]*$"},
     },
 }
 

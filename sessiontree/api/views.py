@@ -47,7 +47,7 @@ from sessiontree.providers.factory import get_provider
 from sessiontree.selectors.export import export_jsonl
 from sessiontree.selectors.nested_tree import nested_tree
 from sessiontree.selectors.sessions import session_detail
-from sessiontree.services import versions
+from sessiontree.services import idempotency, versions
 from sessiontree.services.versions import ExpectedTags
 
 from . import conditional
@@ -137,7 +137,32 @@ def parse(serializer_class: type[serializers.Serializer], data: Any) -> dict[str
     return dict(serializer.validated_data)
 
 
-class SessionScopedViewSet(GenericViewSet):
+class IdempotentWrites:
+    """Writes of a viewset take the ``Idempotency-Key`` header (docs/api.md,
+    "Idempotency"): the operation the request calls is keyed with it, and an
+    answer replayed from an earlier request with the key says so
+    (``Idempotency-Replayed: true``)."""
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        key = request.headers.get("Idempotency-Key") if request.method not in SAFE_METHODS else None
+        usable = key if key is not None and IDEMPOTENCY_KEY.fullmatch(key) else None
+        with idempotency.keyed_request(usable):
+            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        key = request.headers.get("Idempotency-Key")
+        if request.method not in SAFE_METHODS and key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
+            raise ValidationError({"Idempotency-Key": ["1 to 255 printable ASCII characters (no spaces)."]})
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        if idempotency.replayed() and getattr(response, "status_code", 500) < 300:
+            response["Idempotency-Replayed"] = "true"
+        return response
+
+
+class SessionScopedViewSet(IdempotentWrites, GenericViewSet):
     """A viewset whose URLs hold ``session_id``: the session is looked up once
     among those the user may see (``SessionNotFound``, 404, otherwise: an
     unseen session looks exactly like a missing one)."""
@@ -170,14 +195,6 @@ class SessionScopedViewSet(GenericViewSet):
             "actor": self.request.user,
             "channel": CHANNEL,
         }
-
-    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        super().initial(request, *args, **kwargs)
-        # The form the schema states for Idempotency-Key, until the idempotency
-        # mechanism (docs/api.md, "Idempotency") reads the key itself.
-        key = request.headers.get("Idempotency-Key")
-        if request.method not in SAFE_METHODS and key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
-            raise ValidationError({"Idempotency-Key": ["1 to 255 printable ASCII characters (no spaces)."]})
 
     # --- conditional requests (If-Match, If-None-Match; docs/api.md "Versions") -------------
 

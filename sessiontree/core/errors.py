@@ -13,6 +13,7 @@ message always names the offending session or entry id.
 | ``not_found``   | unknown session or entry                  | 404  | 3    |
 | ``conflict``    | leaf moved, entry immutable, session closed | 409 | 4   |
 | ``precondition`` | a conditional request's tag does not match | 412  | 4    |
+| ``unprocessable`` | a key reused for a different request    | 422  | 2    |
 | ``corrupt``     | stored data is damaged (operator's job)   | 500  | 5    |
 | ``unavailable`` | storage cannot be reached right now       | 503  | 6    |
 | ``upstream``    | a summarizer back end failed              | 502  | 7    |
@@ -34,6 +35,7 @@ TOO_LARGE: Final = "too_large"
 NOT_FOUND: Final = "not_found"
 CONFLICT: Final = "conflict"
 PRECONDITION: Final = "precondition"
+UNPROCESSABLE: Final = "unprocessable"
 CORRUPT: Final = "corrupt"
 UNAVAILABLE: Final = "unavailable"
 UPSTREAM: Final = "upstream"
@@ -46,6 +48,8 @@ CATEGORIES: Final[dict[str, Category]] = {
     CONFLICT: Category(CONFLICT, 409, 4),
     # A stale tag is a conflict the caller asked to be told apart (HTTP If-Match).
     PRECONDITION: Category(PRECONDITION, 412, 4),
+    # Well-formed, and refused for what it means: an idempotency key reused.
+    UNPROCESSABLE: Category(UNPROCESSABLE, 422, 2),
     CORRUPT: Category(CORRUPT, 500, 5),
     UNAVAILABLE: Category(UNAVAILABLE, 503, 6),
     UPSTREAM: Category(UPSTREAM, 502, 7),

@@ -128,6 +128,7 @@ class SessionWriter:
         self.session_id = txn.state.session_id
         self.leaf_before: str | None = txn.state.leaf_entry_id
         self.written: list[Entry] = []
+        self.result: Any = UNSET  # what the unit of work returned, once it has
 
     # --- state ------------------------------------------------------------------
     @property
@@ -348,7 +349,9 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
             writer = SessionWriter(txn)
             writers[:] = [writer]
             writer.check_expected_leaf(expected_leaf_id)
-            return work(writer)
+            result = work(writer)
+            writer.result = result  # what before_commit may keep (an idempotency key's answer)
+            return result
 
         def commit(_txn: StoredWrite) -> None:
             if before_commit is not None:

@@ -21,7 +21,7 @@ import orjson
 from django.db import connection
 from django.utils import timezone
 
-from sessiontree.core.types import Entry
+from sessiontree.core.types import UNSET, Entry
 from sessiontree.models import AuditRecord
 from sessiontree.providers.template import SessionWriter
 
@@ -143,8 +143,11 @@ def record(
     leaf_before: str | None = None,
     leaf_after: str | None = None,
     detail: Mapping[str, Any] | None = None,
+    result: Any = UNSET,
 ) -> None:
-    """Insert one audit record (inside the caller's transaction).
+    """Insert one audit record (inside the caller's transaction). A call made
+    with an idempotency key takes the key here, in the same transaction,
+    with the operation's ``result`` (``services/idempotency.py``).
 
     One plain ``INSERT``: this runs on every write of every face, and building
     and saving a model instance cost as much CPU as the provider's own append.
@@ -165,6 +168,9 @@ def record(
     ]
     with connection.cursor() as cursor:
         cursor.execute(_record_sql(), values)
+    from .idempotency import claim  # here: idempotency builds on this module
+
+    claim(session_id=session_id, operation=operation, result=result)
 
 
 def entry_ids(entries: Iterable[Entry]) -> list[str]:
@@ -191,6 +197,7 @@ def audit_writer(
             leaf_before=writer.leaf_before,
             leaf_after=writer.leaf_entry_id,
             detail=detail(writer) if callable(detail) else detail,
+            result=writer.result,
         )
 
     return before_commit

@@ -13,6 +13,8 @@ from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from sessiontree.core import entries as build
 from sessiontree.core.errors import CONFLICT, BadInput, EntryNotFound, LeafConflict, SessionTreeError
 from sessiontree.core.types import UNSET, Entry, Unset
@@ -22,6 +24,7 @@ from sessiontree.providers.template import SessionWriter
 
 from . import versions
 from .audit import audit_writer, describe_entry, who
+from .idempotency import idempotent
 from .operations import Operation
 from .sessions import set_times
 
@@ -36,10 +39,45 @@ class EntryIdTaken(SessionTreeError):
     category = CONFLICT
 
 
-def _append_new(writer: SessionWriter, entry: Entry) -> Entry:
-    """``writer.append(entry)``, a chosen id that is taken refused as a conflict."""
+def _append_new(writer: SessionWriter, entry: Entry, expected_leaf_id: Expected = UNSET) -> Entry:
+    """``writer.append(entry)``, a chosen id that is taken refused as a
+    conflict, unless the entry stored under it is this very entry: then this
+    is a retry of an append that happened, and its entry is the answer (no
+    write, whatever the leaf is now)."""
+    stored = _already_stored(writer, entry)
+    if stored is not None:
+        return stored
+    writer.check_expected_leaf(expected_leaf_id)
     _check_id_free(writer, entry)
     return writer.append(entry)
+
+
+def _already_stored(writer: SessionWriter, entry: Any) -> Entry | None:
+    """The stored entry ``entry`` names by its own id, if every field the
+    caller gave it is what is stored (``parentId`` and ``timestamp`` too, when
+    given): the same entry appended again."""
+    chosen = entry.get("id") if isinstance(entry, dict) else None
+    if not isinstance(chosen, str) or not writer.state.entry_count:
+        return None
+    try:
+        stored = writer.get_entry(chosen)
+    except EntryNotFound:
+        return None
+    try:
+        given = orjson.loads(orjson.dumps(entry))  # as it would read back once stored
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    return stored if all(stored.get(key) == value for key, value in given.items()) else None
+
+
+def _audit_unless_nothing_written(before_commit: Callable[[SessionWriter], None]) -> Callable[[SessionWriter], None]:
+    """An append answered from what is stored writes nothing: no audit record either."""
+
+    def audit(writer: SessionWriter) -> None:
+        if writer.written:
+            before_commit(writer)
+
+    return audit
 
 
 def _check_id_free(writer: SessionWriter, entry: Any) -> None:
@@ -56,6 +94,7 @@ def _holds(writer: SessionWriter, entry_id: str) -> bool:
     return True
 
 
+@idempotent(Operation.APPEND_ENTRY)
 def append_entry(
     *,
     session_id: str,
@@ -71,14 +110,14 @@ def append_entry(
     provider = provider_for(provider, session_id)
     return provider.transact(
         session_id,
-        lambda writer: _append_new(writer, entry),
-        expected_leaf_id=expected_leaf_id,
-        before_commit=audit_writer(
-            acting, channel, Operation.APPEND_ENTRY, detail=lambda w: describe_entry(w.written[0])
+        lambda writer: _append_new(writer, entry, expected_leaf_id),
+        before_commit=_audit_unless_nothing_written(
+            audit_writer(acting, channel, Operation.APPEND_ENTRY, detail=lambda w: describe_entry(w.written[0]))
         ),
     )
 
 
+@idempotent(Operation.APPEND_ENTRY)
 def append_message(
     *,
     session_id: str,
@@ -99,6 +138,7 @@ def append_message(
     )
 
 
+@idempotent(Operation.APPEND_ENTRIES)
 def append_entries(
     *,
     session_id: str,
@@ -117,6 +157,12 @@ def append_entries(
     provider = provider_for(provider, session_id)
 
     def work(writer: SessionWriter) -> list[Entry]:
+        # The whole list again (a retry of an append that happened) is answered
+        # from what is stored; otherwise the leaf must be the one expected.
+        stored = [_already_stored(writer, entry) for entry in entries]
+        if all(found is not None for found in stored):
+            return [found for found in stored if found is not None]
+        writer.check_expected_leaf(expected_leaf_id)
         return [_append_new(writer, entry) for entry in entries]
 
     def detail(writer: SessionWriter) -> dict[str, Any]:
@@ -125,8 +171,7 @@ def append_entries(
     return provider.transact(
         session_id,
         work,
-        expected_leaf_id=expected_leaf_id,
-        before_commit=audit_writer(acting, channel, operation, detail=detail),
+        before_commit=_audit_unless_nothing_written(audit_writer(acting, channel, operation, detail=detail)),
     )
 
 
@@ -178,6 +223,7 @@ def import_entries(
     return provider.transact(session_id, work, before_commit=before_commit)
 
 
+@idempotent(Operation.BEGIN_IN_FLIGHT)
 def begin_in_flight(
     *,
     session_id: str,
@@ -206,6 +252,7 @@ def begin_in_flight(
     )
 
 
+@idempotent(Operation.UPDATE_IN_FLIGHT, Operation.COMPLETE_IN_FLIGHT)
 def update_in_flight(
     *,
     session_id: str,
@@ -240,6 +287,7 @@ def update_in_flight(
     )
 
 
+@idempotent(Operation.COMPLETE_IN_FLIGHT)
 def complete_in_flight(
     *,
     session_id: str,

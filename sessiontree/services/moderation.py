@@ -33,6 +33,7 @@ from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.providers.template import SessionWriter
 
 from .audit import Actor, check_channel, entry_ids, record
+from .idempotency import idempotent
 from .operations import Operation
 
 DEFAULT_CATEGORIES = ("pii", "harassment", "hate", "sexual", "violence", "self_harm", "illegal", "spam", "other")
@@ -157,6 +158,7 @@ def _provider(provider: SessionTreeProvider | None, session_id: str) -> SessionT
 # --- flags --------------------------------------------------------------------------------------
 
 
+@idempotent(Operation.FLAG_ENTRY)
 def flag_entry(
     *,
     session_id: str,
@@ -194,10 +196,12 @@ def flag_entry(
             session_id=session_id,
             entry_ids=[entry_id],
             detail={"flag_id": flag.pk, "category": category, "source": source},
+            result=flag_dict(flag),
         )
     return flag_dict(flag)
 
 
+@idempotent(Operation.RESOLVE_FLAG)
 def resolve_flag(*, flag_id: int, status: str, actor: Any, channel: str, note: str | None = None) -> FlagDict:
     """Close an open flag as ``actioned`` or ``dismissed``; a closed one is ``FlagAlreadyResolved``."""
     acting, channel = _who(actor, channel)
@@ -225,6 +229,7 @@ def resolve_flag(*, flag_id: int, status: str, actor: Any, channel: str, note: s
             session_id=flag.session_id,
             entry_ids=[flag.entry_id],
             detail={"flag_id": flag.pk, "status": status, "category": flag.category},
+            result=flag_dict(flag),
         )
     return flag_dict(flag)
 
@@ -270,6 +275,7 @@ def hidden_on_path(path: Sequence[Entry], entry_id: str) -> bool:
     return bool(content != original)
 
 
+@idempotent(Operation.HIDE_ENTRY)
 def hide_entry(
     *,
     session_id: str,
@@ -298,6 +304,7 @@ def hide_entry(
             leaf_before=writer.leaf_before,
             leaf_after=writer.leaf_entry_id,
             detail={"target_id": entry_id},
+            result=writer.result,
         )
 
     def work(writer: SessionWriter) -> Entry:
@@ -307,6 +314,7 @@ def hide_entry(
     return provider.transact(session_id, work, expected_leaf_id=expected_leaf_id, before_commit=audit)
 
 
+@idempotent(Operation.UNHIDE_ENTRY)
 def unhide_entry(
     *,
     session_id: str,
@@ -337,6 +345,7 @@ def unhide_entry(
             leaf_before=writer.leaf_before,
             leaf_after=writer.leaf_entry_id,
             detail={"target_id": entry_id},
+            result=writer.result,
         )
 
     return provider.transact(session_id, work, expected_leaf_id=expected_leaf_id, before_commit=audit)

@@ -33,9 +33,10 @@ from sessiontree.core.errors import CONFLICT, BadInput, SessionNotFound, Session
 from sessiontree.models import Agent, AgentSession, LegalHold, ModerationFlag
 from sessiontree.providers import meta
 
-from . import sessions
+from . import idempotency, sessions
 from .audit import Actor, check_channel, record
 from .holds import _iso, held_session_ids, hold_of
+from .idempotency import idempotent
 from .operations import Operation
 
 MAX_REASON = 2000
@@ -70,6 +71,7 @@ def _session_with_hold(session_id: str) -> dict[str, Any]:
     return {**session, "legal_hold": hold_of(session_id)}
 
 
+@idempotent(Operation.PLACE_HOLD)
 def place_hold(*, session_id: str, reason: str, actor: Any, channel: str) -> dict[str, Any]:
     """Hold ``session_id`` for ``reason``; returns the session with ``legal_hold``."""
     acting, channel = _who(actor, channel)
@@ -100,6 +102,7 @@ def place_hold(*, session_id: str, reason: str, actor: Any, channel: str) -> dic
     return _session_with_hold(session_id)
 
 
+@idempotent(Operation.RELEASE_HOLD)
 def release_hold(*, session_id: str, actor: Any, channel: str) -> dict[str, Any]:
     """Release the hold on ``session_id``; ``NotOnHold`` when there is none."""
     acting, channel = _who(actor, channel)
@@ -130,6 +133,7 @@ class RetentionReport:
     skipped: dict[str, list[str]] = field(default_factory=lambda: {reason: [] for reason in SKIP_REASONS})
     failed: list[dict[str, Any]] = field(default_factory=list)
     considered: int = 0
+    idempotency_keys_purged: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -139,6 +143,7 @@ class RetentionReport:
             "deleted": list(self.deleted),
             "skipped": {reason: list(ids) for reason, ids in self.skipped.items()},
             "failed": list(self.failed),
+            "idempotency_keys_purged": self.idempotency_keys_purged,
             "counts": {
                 "deleted": len(self.deleted),
                 **{f"skipped_{reason}": len(ids) for reason, ids in self.skipped.items()},
@@ -146,20 +151,14 @@ class RetentionReport:
             },
         }
 
-    def summary_line(self) -> str:
-        verb = "would delete" if self.dry_run else "deleted"
-        skipped = ", ".join(f"{len(ids)} {reason.replace('_', ' ')}" for reason, ids in self.skipped.items())
-        tail = f", {len(self.failed)} failed" if self.failed else ""
-        return (
-            f"retention: {verb} {len(self.deleted)} of {self.considered} expired session(s); skipped: {skipped}{tail}"
-        )
-
 
 def summary_line(report: dict[str, Any]) -> str:
     """One line of a retention report, for the command and cron's mail."""
     verb = "would delete" if report["dry_run"] else "deleted"
     skipped = ", ".join(f"{len(ids)} {reason.replace('_', ' ')}" for reason, ids in report["skipped"].items())
     tail = f", {len(report['failed'])} failed" if report["failed"] else ""
+    if report.get("idempotency_keys_purged"):
+        tail += f"; {report['idempotency_keys_purged']} expired idempotency key(s) purged"
     return f"retention: {verb} {len(report['deleted'])} of {report['considered']} expired session(s); skipped: {skipped}{tail}"
 
 
@@ -248,6 +247,10 @@ def apply_retention(
                 report.deleted.append(session_id)
         if advance is not None:
             advance(len(batch))
+    if not dry_run:
+        # Expired idempotency keys go too (a retry a day later is a new request).
+        while purged := idempotency.purge_expired(batch=batch_size):
+            report.idempotency_keys_purged += purged
     return report.as_dict()
 
 

@@ -32,6 +32,7 @@ from sessiontree.providers.template import SessionWriter
 from . import versions
 from .audit import record, who
 from .holds import check_not_held
+from .idempotency import idempotent
 from .operations import Operation
 
 EDITABLE_FIELDS = ("title", "metadata", "user_id", "agent_id", "cwd")
@@ -58,6 +59,7 @@ def _agent_id(agent: Any) -> int | None:
     raise BadInput(f"agent must be an Agent or its id, not {type(agent).__name__}")
 
 
+@idempotent(Operation.CREATE_SESSION)
 def create_session(
     *,
     actor: Any,
@@ -94,6 +96,7 @@ def create_session(
             entry_ids=[e["id"] for e in entries or []][:50],
             leaf_after=session["leaf_entry_id"],
             detail={"provider": provider.kind, "entries": len(entries or []), "title": title},
+            result=session,
         )
 
     return provider.create_session(
@@ -110,6 +113,7 @@ def create_session(
     )
 
 
+@idempotent(Operation.UPDATE_SESSION)
 def update_session(
     *,
     session_id: str,
@@ -219,6 +223,7 @@ def _set_status(
     return _current(provider, session_id)
 
 
+@idempotent(Operation.ARCHIVE_SESSION)
 def archive_session(
     *,
     session_id: str,
@@ -233,6 +238,7 @@ def archive_session(
     )
 
 
+@idempotent(Operation.RESTORE_SESSION)
 def restore_session(
     *,
     session_id: str,
@@ -254,6 +260,7 @@ def restore_session(
     )
 
 
+@idempotent(Operation.DELETE_SESSION, Operation.HARD_DELETE_SESSION)
 def delete_session(
     *,
     session_id: str,

@@ -36,6 +36,7 @@ from sessiontree.summarizers import Summarizer, generate_branch_summary, generat
 
 from . import hooks
 from .audit import audit_writer, record, who
+from .idempotency import idempotent
 from .operations import Operation
 
 Expected = str | None | Unset
@@ -90,6 +91,7 @@ def _describe(entry: Entry) -> str:
 # --- leaf and labels -------------------------------------------------------------------
 
 
+@idempotent()  # answers the session after the move: kept once it returns
 def switch_leaf(
     *,
     session_id: str,
@@ -116,6 +118,7 @@ def switch_leaf(
     return done.session()  # as stored: no second read
 
 
+@idempotent()  # answers the session after the move: kept once it returns
 def reset_leaf(
     *,
     session_id: str,
@@ -141,6 +144,7 @@ def reset_leaf(
     return done.session()
 
 
+@idempotent(Operation.SET_LABEL, Operation.CLEAR_LABEL)
 def set_label(
     *,
     session_id: str,
@@ -165,6 +169,7 @@ def set_label(
     )
 
 
+@idempotent(Operation.CLEAR_LABEL)
 def clear_label(
     *,
     session_id: str,
@@ -188,6 +193,7 @@ def clear_label(
 # --- compaction ------------------------------------------------------------------------
 
 
+@idempotent(Operation.COMPACT_SESSION)
 def compact_session(
     *,
     session_id: str,
@@ -366,6 +372,7 @@ def _navigate_in_one_unit(
     return result
 
 
+@idempotent()
 def navigate_tree(
     *,
     session_id: str,
@@ -488,6 +495,7 @@ def navigate_tree(
 # --- fork ----------------------------------------------------------------------------------
 
 
+@idempotent(Operation.FORK_SESSION)
 def fork_session(
     *,
     session_id: str,
@@ -552,6 +560,7 @@ def fork_session(
             session_id=session_id,
             entry_ids=[entry_id],
             detail={"new_session_id": new["session_id"], "position": position},
+            result=new,
         )
         record(
             actor=acting,

@@ -53,7 +53,9 @@ STATEFUL_EXAMPLES = int(os.environ.get("SCHEMATHESIS_STATEFUL_EXAMPLES", str(max
 # 412 is how a well-formed conditional request with a version that is not the
 # current one is answered (a generated If-Match names a random version), and a
 # refusal like any other 4xx for a request that breaks the schema.
-POSITIVE = ["2xx", "3xx", "401", "403", "404", "409", "412"]
+# 422 too: an Idempotency-Key the generator hands out again (it draws from a
+# small alphabet) with another request is refused as reused, as documented.
+POSITIVE = ["2xx", "3xx", "401", "403", "404", "409", "412", "422"]
 # Where a request the schema allows can still be bad input, because what
 # makes it good depends on what is stored, which no schema can say: a
 # correction's or a repair's ops must apply to the state at the leaf, and a
