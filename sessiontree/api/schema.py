@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiSerializerExtension
@@ -225,6 +226,7 @@ def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bo
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas.update(COMPONENTS)
     result["components"]["schemas"] = dict(sorted(schemas.items()))
+    _one_blank_branch(result)
     links = _links()
     for path, operations in result.get("paths", {}).items():
         for method, operation in operations.items():
@@ -237,6 +239,36 @@ def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bo
                         for name, (operation_id, parameters) in named.items()
                     }
     return result
+
+
+BLANK = {"type": "string", "maxLength": 0}
+
+
+def _admits_blank(schema: dict[str, Any]) -> bool:
+    if schema.get("type") != "string" or schema.get("minLength", 0) > 0:
+        return False
+    pattern = schema.get("pattern")
+    return pattern is None or re.search(pattern, "") is not None
+
+
+def _one_blank_branch(node: Any) -> None:
+    """drf-spectacular writes a blank-allowing string with a pattern as
+    ``oneOf: [the string, {maxLength: 0}]``. When the first branch admits
+    the empty string too, ``""`` matches both and so violates the ``oneOf``
+    (a validator refuses what the server accepts): that first branch alone
+    says it."""
+    if isinstance(node, list):
+        for item in node:
+            _one_blank_branch(item)
+        return
+    if not isinstance(node, dict):
+        return
+    branches = node.get("oneOf")
+    if isinstance(branches, list) and len(branches) == 2 and branches[1] == BLANK and _admits_blank(branches[0]):
+        del node["oneOf"]
+        node.update(branches[0])
+    for value in node.values():
+        _one_blank_branch(value)
 
 
 def _parameters(path: str, method: str, operation: dict[str, Any]) -> None:

@@ -378,6 +378,20 @@ class SessionViewSet(SessionScopedViewSet):
 
     @extend_schema(
         tags=ENTRY_TAG,
+        summary="Abort the in-flight entry, whatever its id",
+        request=None,
+        responses={204: None},
+    )
+    @in_flight.mapping.delete
+    def abort_in_flight(self, request: Request, session_id: str) -> Response:
+        """The stream failed or was cancelled: its entry is dropped and the leaf goes back to
+        its parent (as if it had never begun). Nothing in flight is 409 ``nothing_in_flight``.
+        With ``If-Match``, the session's tag must name the in-flight entry as its leaf."""
+        services.entries.abort_in_flight(**self.writing(), expected_leaf_id=self.expected_leaf_id({}))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        tags=ENTRY_TAG,
         summary="Append several entries at once (all or none)",
         request=s.BulkAppendSerializer,
         responses={201: s.BulkAppendResultSerializer},
@@ -631,6 +645,13 @@ ENTRY_ID_PARAMETER = OpenApiParameter("entry_id", OpenApiTypes.STR, OpenApiParam
         request=s.InFlightPatchSerializer,
         responses=s.EntrySerializer,
     ),
+    destroy=extend_schema(
+        tags=ENTRY_TAG,
+        summary="Abort the in-flight entry (a completed entry is 409)",
+        parameters=[*ENTRY_PATH_PARAMETERS, ENTRY_ID_PARAMETER],
+        request=None,
+        responses={204: None},
+    ),
 )
 class EntryViewSet(SessionScopedViewSet):
     """A session's entries."""
@@ -680,3 +701,9 @@ class EntryViewSet(SessionScopedViewSet):
             expected_etag=self.expected_etag(),
         )
         return with_entry_etag(entry)
+
+    def destroy(self, request: Request, session_id: str, entry_id: str) -> Response:
+        """Abort the in-flight entry: it is dropped and the leaf goes back to its parent. A
+        completed entry is never deleted (409 ``immutable_entry``; moderation erases in place)."""
+        services.entries.abort_in_flight(**self.writing(), entry_id=entry_id, expected_etag=self.expected_etag())
+        return Response(status=status.HTTP_204_NO_CONTENT)

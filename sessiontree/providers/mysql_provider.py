@@ -187,6 +187,10 @@ _PLACE_SQL = (
     f"FROM {rows.TABLE} e WHERE e.{rows.SESSION_COLUMN} = %s AND e.{_S('entry_id')} = %s"
 )
 
+_DISCARD_SQL = (
+    f"DELETE FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s AND {_S('status')} = %s"
+)
+
 
 @dataclass
 class _Leaf:
@@ -510,6 +514,25 @@ class MySQLWrite(MySQLView):
             if entry.get("parentId") is None and state.root_entry_id is None:
                 state.root_entry_id = entry["id"]
             self.changed = True
+
+    def discard_in_flight(self) -> Entry:
+        """Delete the streaming row and undo what ``_insert_one`` counted for it."""
+        state = self.state
+        entry = self.in_flight()
+        assert entry is not None  # the template checks it first
+        with connection.cursor() as cursor:
+            cursor.execute(_DISCARD_SQL, [state.pk, entry["id"], IN_FLIGHT])
+        state.in_flight_entry_id = None
+        state.entry_count -= 1
+        if entry.get("type") == "compaction":
+            state.compaction_count -= 1
+        parent_id = entry.get("parentId")
+        self.set_leaf(parent_id if isinstance(parent_id, str) else None)
+        # It was one more tip when it started a root or hung beside a sibling.
+        if parent_id is None or self.leaf.has_children:
+            state.branch_count -= 1
+        self._skeleton = None
+        return entry
 
     def set_leaf(self, entry_id: str | None) -> None:
         state = self.state

@@ -43,6 +43,7 @@ ONE_STEP_WRITES: tuple[str, ...] = (
     "append_usage",
     "begin_in_flight_entry",
     "update_in_flight_entry",
+    "abort_in_flight_entry",
     "switch_leaf",
     "reset_leaf",
 )
@@ -73,6 +74,9 @@ class OneStepWrites:
         self, session_id: str, entry_id: str, patch: dict[str, Any], *, complete: bool = False
     ) -> Entry:
         return self.transact(session_id, lambda w: w.update_in_flight(entry_id, patch, complete=complete))
+
+    def abort_in_flight_entry(self, session_id: str, entry_id: str) -> Entry:
+        return self.transact(session_id, lambda w: w.abort_in_flight(entry_id))
 
     def append_branch_summary(
         self,

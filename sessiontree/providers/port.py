@@ -184,6 +184,11 @@ class StoredWrite(StoredView, Protocol):
         """Replace the in-flight entry's content; ``complete`` makes it a stored entry for good."""
         ...
 
+    def discard_in_flight(self) -> Entry:
+        """Drop the in-flight entry as if it had never begun (the leaf goes
+        back to its parent, the counts to what they were); returns it."""
+        ...
+
     def set_leaf(self, entry_id: str | None) -> None:
         """Move the leaf (``None``: before the root); ``EntryNotFound`` for an unknown id."""
         ...

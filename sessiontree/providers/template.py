@@ -229,6 +229,19 @@ class SessionWriter:
         self.written.append(stored)
         return stored
 
+    def abort_in_flight(self, entry_id: Any) -> Entry:
+        """Discard the in-flight entry ``entry_id`` (a stream that failed or
+        was cancelled): the leaf goes back to its parent, as if it had never
+        begun. A completed entry raises ``ImmutableEntry``."""
+        self.check_writable()
+        current = self._txn.in_flight()
+        if current is None or current["id"] != entry_id:
+            self.get_entry(entry_id)  # EntryNotFound for an unknown id
+            raise ImmutableEntry(
+                f"Entry {entry_id} of session {self.session_id} is completed: only an in-flight entry can be aborted"
+            )
+        return self._txn.discard_in_flight()
+
     def switch_leaf(self, entry_id: Any, *, expected_leaf_id: str | None | Unset = UNSET) -> None:
         """Move the leaf to an existing entry (history is never rewritten)."""
         self.check_writable()

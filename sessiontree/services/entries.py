@@ -39,6 +39,13 @@ class EntryIdTaken(SessionTreeError):
     category = CONFLICT
 
 
+class NothingInFlight(SessionTreeError):
+    """An abort asked of a session with no entry in flight."""
+
+    code = "nothing_in_flight"
+    category = CONFLICT
+
+
 def _append_new(writer: SessionWriter, entry: Entry, expected_leaf_id: Expected = UNSET) -> Entry:
     """``writer.append(entry)``, a chosen id that is taken refused as a
     conflict, unless the entry stored under it is this very entry: then this
@@ -283,6 +290,52 @@ def update_in_flight(
         work,
         before_commit=audit_writer(
             acting, channel, operation, detail=lambda w: {"fields": sorted(patch) if isinstance(patch, dict) else []}
+        ),
+    )
+
+
+@idempotent(Operation.ABORT_IN_FLIGHT)
+def abort_in_flight(
+    *,
+    session_id: str,
+    actor: Any,
+    channel: str,
+    entry_id: str | None = None,
+    provider: SessionTreeProvider | None = None,
+    expected_leaf_id: Expected = UNSET,
+    expected_etag: str | Collection[str] | versions.ExpectedTags | Unset = UNSET,
+) -> Entry:
+    """Discard the in-flight entry (a stream that failed or was cancelled):
+    the leaf goes back to its parent and the session takes writes again.
+    ``entry_id`` names it (``None``: whatever is in flight, for an entry whose
+    id cannot be addressed); returns the discarded entry. Nothing in flight
+    is ``NothingInFlight`` (409); a completed entry ``ImmutableEntry`` (409).
+    ``expected_leaf_id`` / ``expected_etag`` (the entry's tag): as for appends
+    and patches."""
+    acting, channel = who(actor, channel)
+    provider = provider_for(provider, session_id)
+
+    def work(writer: SessionWriter) -> Entry:
+        target = entry_id if entry_id is not None else writer.state.in_flight_entry_id
+        if target is None:
+            raise NothingInFlight(f"No entry of session {session_id} is in flight")
+        writer.check_expected_leaf(expected_leaf_id)
+        if not isinstance(expected_etag, Unset):
+            current = versions.entry_etag(writer.get_entry(target))
+            versions.check(expected_etag, current, f"Entry {target} of session {session_id}")
+        discarded = writer.abort_in_flight(target)
+        aborted.append(discarded)
+        return discarded
+
+    aborted: list[Entry] = []
+    return provider.transact(
+        session_id,
+        work,
+        before_commit=audit_writer(
+            acting,
+            channel,
+            Operation.ABORT_IN_FLIGHT,
+            detail=lambda w: {"entry_id": aborted[0]["id"], **describe_entry(aborted[0])} if aborted else {},
         ),
     )
 

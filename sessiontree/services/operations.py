@@ -34,6 +34,7 @@ class Operation(StrEnum):
     BEGIN_IN_FLIGHT = "begin_in_flight"
     UPDATE_IN_FLIGHT = "update_in_flight"
     COMPLETE_IN_FLIGHT = "complete_in_flight"
+    ABORT_IN_FLIGHT = "abort_in_flight"
     # the tree
     SWITCH_LEAF = "switch_leaf"
     RESET_LEAF = "reset_leaf"

@@ -86,3 +86,32 @@ def test_swagger_ui_needs_no_cdn(db):
         assert url.startswith("/static/"), f"{url} is not one of our static files"
         assert finders.find(url.removeprefix("/static/")), f"{url} is not among the static files"
     assert "://" not in html  # no asset, and no schema, from another host
+
+
+def _blank_matches(schema: dict) -> bool:
+    if schema.get("type") != "string" or schema.get("minLength", 0) > 0 or schema.get("maxLength", 1) < 0:
+        return False
+    pattern = schema.get("pattern")
+    return pattern is None or re.search(pattern, "") is not None
+
+
+def _ambiguous_one_ofs(node, where: str = "") -> list[str]:
+    found: list[str] = []
+    if isinstance(node, list):
+        for index, item in enumerate(node):
+            found += _ambiguous_one_ofs(item, f"{where}/{index}")
+    elif isinstance(node, dict):
+        branches = node.get("oneOf")
+        if isinstance(branches, list) and sum(1 for b in branches if isinstance(b, dict) and _blank_matches(b)) > 1:
+            found.append(where)
+        for key, value in node.items():
+            found += _ambiguous_one_ofs(value, f"{where}/{key}")
+    return found
+
+
+def test_no_one_of_lets_the_empty_string_match_twice():
+    """A oneOf whose branches both accept "" makes a validator refuse the
+    empty string the server accepts (Schemathesis found it: a compaction with
+    ``"custom_instructions": ""`` answered 200 to a body the schema called
+    invalid)."""
+    assert _ambiguous_one_ofs(yaml.safe_load(generated())) == []

@@ -203,6 +203,15 @@ class MemoryWrite(MemoryView):
             self.in_flight_entry = entry
         self.changed = True
 
+    def discard_in_flight(self) -> Entry:
+        entry = self.in_flight_entry
+        assert entry is not None  # the template checks it first
+        self.in_flight_entry = None
+        self.state.in_flight_entry_id = None
+        self.state.leaf_entry_id = entry.get("parentId")
+        self.changed = True
+        return entry
+
     def set_leaf(self, entry_id: str | None) -> None:
         if entry_id is not None and entry_id not in self._by_id():
             raise EntryNotFound(f"Entry {entry_id} not found in session {self.state.session_id}")

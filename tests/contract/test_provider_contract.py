@@ -477,6 +477,42 @@ def test_in_flight_entries(provider):
     assert provider.get_entry("s1", u["id"]) == u
 
 
+def test_an_in_flight_entry_can_be_aborted(provider):
+    """A stream that failed leaves nothing behind: the leaf, the counts and
+    the next append are as if it had never begun (issue 20: an in-flight
+    entry used to wedge its session until completed)."""
+    provider.create_session(session_id="s1")
+    u = provider.append_message("s1", user("q"))
+    before = provider.get_session("s1")
+    streaming = provider.begin_in_flight_entry("s1", {"type": "message", "message": assistant("partial")})
+    with pytest.raises(ImmutableEntry):
+        provider.abort_in_flight_entry("s1", u["id"])
+    with pytest.raises(EntryNotFound):
+        provider.abort_in_flight_entry("s1", "nope")
+    dropped = provider.abort_in_flight_entry("s1", streaming["id"])
+    assert dropped["id"] == streaming["id"]
+    after = provider.get_session("s1")
+    for key in ("leaf_entry_id", "entry_count", "branch_count", "compaction_count"):
+        assert after[key] == before[key], key
+    assert provider.list_entries("s1") == [u]
+    with pytest.raises(EntryNotFound):
+        provider.get_entry("s1", streaming["id"])
+    again = provider.append_message("s1", assistant("answer"))
+    assert again["parentId"] == u["id"] and provider.get_session("s1")["branch_count"] == 1
+    # A streaming sibling and a streaming root are undone as well.
+    provider.switch_leaf("s1", u["id"])
+    sibling = provider.begin_in_flight_entry("s1", {"type": "message", "message": assistant("other")})
+    provider.abort_in_flight_entry("s1", sibling["id"])
+    assert provider.get_session("s1")["branch_count"] == 1
+    assert provider.get_session("s1")["leaf_entry_id"] == u["id"]
+    provider.reset_leaf("s1")
+    root = provider.begin_in_flight_entry("s1", {"type": "message", "message": assistant("root")})
+    provider.abort_in_flight_entry("s1", root["id"])
+    state = provider.get_session("s1")
+    assert state["leaf_entry_id"] is None and state["branch_count"] == 1 and state["entry_count"] == 2
+    assert ids(provider.list_entries("s1")) == [u["id"], again["id"]]
+
+
 def test_create_branched_session_copies_the_path_and_labels(provider):
     provider.create_session(session_id="src", cwd="/w")
     a = provider.append_message("src", user("a"))
