@@ -11,6 +11,7 @@ from rest_framework.routers import SimpleRouter
 from .audit import AuditViewSet
 from .moderation import EntryModerationViewSet, FlagViewSet
 from .protection import SessionHoldViewSet
+from .search import SearchViewSet
 from .views import ID_PATTERN, EntryViewSet, SessionViewSet
 
 SESSION_PREFIX = rf"sessions/(?P<session_id>{ID_PATTERN})"
@@ -23,6 +24,7 @@ router.register(
 )
 router.register("flags", FlagViewSet, basename="flag")
 router.register("audit", AuditViewSet, basename="audit")
+router.register("search", SearchViewSet, basename="search")
 
 urlpatterns = [
     re_path(

@@ -11,7 +11,8 @@
   a target on the path wins).
 
 Every function is keyword-only and needs an ``actor`` and a ``channel``;
-docs/moderation.md says what each touches.
+docs/moderation.md says what each touches. ``search_entries`` (search
+across sessions) lives in ``services/search.py`` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from sessiontree.providers.template import SessionWriter
 from .audit import Actor, check_channel, entry_ids, record
 from .idempotency import idempotent
 from .operations import Operation
+from .search import search_entries
 
 DEFAULT_CATEGORIES = ("pii", "harassment", "hate", "sexual", "violence", "self_harm", "illegal", "spam", "other")
 SOURCES = ("operator", "user_report")
@@ -366,5 +368,6 @@ __all__ = [
     "hide_entry",
     "open_flags_of",
     "resolve_flag",
+    "search_entries",
     "unhide_entry",
 ]

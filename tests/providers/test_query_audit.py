@@ -37,8 +37,12 @@ def keyed_by(sql: str, session_id: str, pk: int) -> bool:
     session_table = AgentSession._meta.db_table
     if re.search(rf"\bWHERE\b.*{COLUMN.format('id')}\s*=\s*{pk}\b", sql, re.S) and session_table in sql:
         return True
+    # An upsert (the search index's row) ends in ON CONFLICT … / ON DUPLICATE KEY UPDATE ….
     insert = re.match(
-        r"\s*INSERT INTO [`\"]?(\w+)[`\"]?\s*\(([^)]*)\)\s*VALUES\s*\((.*)\)\s*(?:RETURNING\s[^()]*)?$", sql, re.S
+        r"\s*INSERT INTO [`\"]?(\w+)[`\"]?\s*\(([^)]*)\)\s*VALUES\s*\((.*)\)\s*"
+        r"(?:RETURNING\s[^()]*|ON (?:CONFLICT\b|DUPLICATE KEY UPDATE\b).*)?$",
+        sql,
+        re.S,
     )
     if insert:
         columns = [c.strip(' `"') for c in insert.group(2).split(",")]
@@ -137,6 +141,22 @@ def test_the_checker_itself_tells_keyed_from_unkeyed_statements():
     assert keyed_by("UPDATE `neta_agent_session` SET `leaf_entry_id` = 'x' WHERE `id` = 7", "s1", 7)
     assert keyed_by("INSERT INTO `t` (`session_id`, `entry_id`) VALUES (7, 'a')", "s1", 7)
     assert keyed_by('INSERT INTO "a" ("actor", "session_id") VALUES (\'x, y\', \'s1\')', "s1", 7)
+    assert keyed_by(
+        'INSERT INTO "i" ("session_id", "text") VALUES (\'s1\', \'a\') '
+        'ON CONFLICT ("session_id", "entry_id") DO UPDATE SET "text" = excluded."text"',
+        "s1",
+        7,
+    )
+    assert keyed_by(
+        "INSERT INTO `i` (`session_id`, `text`) VALUES ('s1', 'a') ON DUPLICATE KEY UPDATE `text` = VALUES(`text`)",
+        "s1",
+        7,
+    )
+    assert not keyed_by(
+        "INSERT INTO `i` (`session_id`, `text`) VALUES ('s2', 'a') ON DUPLICATE KEY UPDATE `text` = VALUES(`text`)",
+        "s1",
+        7,
+    )
     assert not keyed_by('SELECT x FROM "t" WHERE "entry_id" = \'a\'', "s1", 7)
     assert not keyed_by('SELECT x FROM "t" WHERE "session_id" = 8', "s1", 7)
     assert not keyed_by("INSERT INTO `t` (`session_id`, `entry_id`) VALUES (8, 'a')", "s1", 7)
