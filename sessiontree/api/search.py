@@ -15,7 +15,7 @@ from rest_framework import serializers
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.viewsets import GenericViewSet
+from rest_framework.views import APIView
 
 from sessiontree.core.search import MAX_QUERY_LENGTH
 from sessiontree.models import AgentSession
@@ -64,10 +64,10 @@ class SearchResultsSerializer(serializers.Serializer):
     results = SearchResultSerializer(many=True, read_only=True)
 
 
-class SearchViewSet(GenericViewSet):
+class SearchView(APIView):
+    """One answer object (``{"results": [...]}``), not a page of a model."""
+
     permission_classes = [IsAuthenticated]
-    serializer_class = SearchResultsSerializer
-    pagination_class = None
 
     @extend_schema(
         tags=["moderation"],
@@ -75,7 +75,7 @@ class SearchViewSet(GenericViewSet):
         parameters=[SearchQuerySerializer],
         responses=SearchResultsSerializer,
     )
-    def list(self, request: Request) -> Response:
+    def get(self, request: Request) -> Response:
         query: dict[str, Any] = parse(SearchQuerySerializer, request.query_params)
         results = moderation.search_entries(
             q=query["q"],
@@ -90,4 +90,4 @@ class SearchViewSet(GenericViewSet):
         return Response({"results": results})
 
 
-__all__ = ["SearchViewSet"]
+__all__ = ["SearchView"]
