@@ -410,13 +410,16 @@ class ClassifierCursor(models.Model):
     classifier: every ``SearchEntry`` up to ``position`` was read, except the
     ids in ``gaps`` (ranges ``[low, high, first_seen]`` not yet committed when
     the scan passed them, looked at again until ``SESSIONTREE_MODERATION_GAP_SECONDS``
-    have passed)."""
+    have passed). ``lease_owner``/``lease_until``: the run scanning it now
+    (one at a time per classifier)."""
 
     classifier = models.CharField(max_length=64, unique=True)
     position = models.BigIntegerField(default=0)
     gaps = models.JSONField(default=list, blank=True)
     scanned = models.BigIntegerField(default=0)
     flagged = models.BigIntegerField(default=0)
+    lease_owner = models.CharField(max_length=191, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -95,6 +95,8 @@ class Migration(migrations.Migration):
                 ("gaps", models.JSONField(blank=True, default=list)),
                 ("scanned", models.BigIntegerField(default=0)),
                 ("flagged", models.BigIntegerField(default=0)),
+                ("lease_owner", models.CharField(blank=True, default="", max_length=191)),
+                ("lease_until", models.DateTimeField(blank=True, null=True)),
                 ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={

@@ -413,6 +413,14 @@ def search(terms: Sequence[str], scope: SessionScope, *, limit: int) -> list[Sea
     return [SearchHit(row[0], row[1], row[2], row[3], row[4], texts.get(row[0], "")) for row in found]
 
 
+def ids_commit_in_order() -> bool:
+    """Whether index rows become visible in the order of their ids. SQLite
+    has one writer at a time, so yes: an id missing below the highest one
+    seen is a deleted row for good. InnoDB hands out ids before commit: a
+    lower id may commit after a higher one (the classifiers keep such gaps)."""
+    return connection.vendor == "sqlite"
+
+
 def rows_after(position: int, gaps: Sequence[tuple[int, int]], *, limit: int) -> list[ScannedRow]:
     """Index rows with an id above ``position`` or inside one of the ``gaps``
     (inclusive ranges), in id order, at most ``limit``: what a classifier has
@@ -450,6 +458,7 @@ __all__ = [
     "SessionScope",
     "add_entries",
     "count_after",
+    "ids_commit_in_order",
     "index_row",
     "index_rows",
     "optimize_index",

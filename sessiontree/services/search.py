@@ -18,12 +18,16 @@ each with a snippet of the entry's text as HTML (escaped, the words in
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any, TypedDict
 
-from sessiontree.core.errors import BadInput
+from django.db import transaction
+
+from sessiontree.core.errors import BadInput, SessionNotFound, SessionTreeError
 from sessiontree.core.search import MAX_QUERY_LENGTH, query_terms, snippet_html
 from sessiontree.models import Agent, AgentSession
 from sessiontree.providers import search_index
+from sessiontree.providers.factory import check_kind, get_provider
 from sessiontree.providers.meta import validate_session_id
 
 from .audit import Actor
@@ -131,4 +135,121 @@ def search_entries(
     ]
 
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "SearchResult", "search_entries", "sees_every_session"]
+# --- building the index for sessions stored before it existed ------------------------------------
+
+
+class IndexFailure(TypedDict):
+    session_id: str
+    code: str
+    message: str
+    exit_code: int
+
+
+class IndexReport(TypedDict):
+    dry_run: bool
+    sessions: int
+    changed_sessions: int
+    added: int
+    updated: int
+    removed: int
+    orphans_removed: int
+    failed: list[IndexFailure]
+
+
+def build_search_index(
+    *,
+    session_ids: Sequence[str] | None = None,
+    provider: str | None = None,
+    dry_run: bool = False,
+    progress: Callable[[int], Callable[[int], Any] | None] | None = None,
+) -> IndexReport:
+    """Make the search index hold exactly what every session (or those
+    ``session_ids``, or those of ``provider``) stores: rows added for
+    entries stored before the index existed, changed ones replaced, rows of
+    entries or sessions that are gone removed. Each session is done under
+    its write lock, in its own transaction; a session that cannot be read is
+    reported and the rest go on. Idempotent: a second run changes nothing.
+
+    Not audited: the index is derived from the entries (the audit trail
+    records changes of sessions, and this changes none). ``dry_run`` counts
+    what would change and writes nothing. ``progress(total)`` may return a
+    callable advanced by one per session."""
+    report: IndexReport = {
+        "dry_run": dry_run,
+        "sessions": 0,
+        "changed_sessions": 0,
+        "added": 0,
+        "updated": 0,
+        "removed": 0,
+        "orphans_removed": 0,
+        "failed": [],
+    }
+    rows = AgentSession.objects.order_by("pk")
+    if session_ids is not None:
+        for session_id in session_ids:
+            validate_session_id(session_id)
+        rows = rows.filter(session_id__in=list(session_ids))
+        missing = set(session_ids) - set(rows.values_list("session_id", flat=True))
+        if missing:
+            raise SessionNotFound(f"Session {sorted(missing)[0]} not found")
+    if provider is not None:
+        rows = rows.filter(provider=check_kind(provider))
+    targets = list(rows.values_list("session_id", "provider"))
+    advance = progress(len(targets)) if progress is not None else None
+    for session_id, kind in targets:
+        try:
+            changes = get_provider(kind).reindex_search(session_id, dry_run=dry_run)
+        except SessionTreeError as exc:
+            report["failed"].append(
+                {"session_id": session_id, "code": exc.code, "message": str(exc), "exit_code": exc.exit_code}
+            )
+        else:
+            report["sessions"] += 1
+            report["changed_sessions"] += int(changes.changed)
+            report["added"] += changes.added
+            report["updated"] += changes.updated
+            report["removed"] += changes.removed
+        if advance is not None:
+            advance(1)
+    if session_ids is None and provider is None:
+        orphans = search_index.orphan_session_ids()
+        report["orphans_removed"] = len(orphans)
+        if not dry_run:
+            for session_id in orphans:
+                with transaction.atomic():
+                    search_index.remove_session(session_id)
+    return report
+
+
+def index_summary_line(report: IndexReport) -> str:
+    """One line: what a build did (or would do)."""
+    would = "would be " if report["dry_run"] else ""
+    line = (
+        f"search index: {report['sessions']} session(s) checked, {report['changed_sessions']} {would}changed; "
+        f"entries {would}added {report['added']}, {would}updated {report['updated']}, "
+        f"{would}removed {report['removed']}"
+    )
+    if report["orphans_removed"]:
+        line += f"; rows of {report['orphans_removed']} deleted session(s) {would}removed"
+    if report["failed"]:
+        line += f"; {len(report['failed'])} failed"
+    return line
+
+
+def optimize_search_index() -> str:
+    """Merge the full-text index (deleted text leaves the engine's own
+    structures); see ``providers.search_index.optimize_index``."""
+    return search_index.optimize_index()
+
+
+__all__ = [
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "IndexReport",
+    "SearchResult",
+    "build_search_index",
+    "index_summary_line",
+    "optimize_search_index",
+    "search_entries",
+    "sees_every_session",
+]
