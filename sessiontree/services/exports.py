@@ -13,6 +13,7 @@ JSONL bytes, exporter and time, so a file can be checked later against both.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -27,6 +28,7 @@ from .audit import record, who
 from .operations import Operation
 
 MANIFEST_FORMAT = "pi-jsonl"
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 class ExportManifest(TypedDict):
@@ -51,10 +53,12 @@ class SessionExport:
 
     @property
     def filename(self) -> str:
+        """A file name for a download: session id, scope and entry id (only
+        the characters a file name and an HTTP header take plainly)."""
         manifest = self.manifest
         suffix = "" if manifest["scope"] == "full" else f"-{manifest['scope']}"
         if manifest["entry_id"]:
-            suffix += f"-{manifest['entry_id']}"
+            suffix += "-" + _SAFE.sub("_", manifest["entry_id"])
         return f"{manifest['session_id']}{suffix}.jsonl"
 
     @property
@@ -87,6 +91,8 @@ def export_session(
     acting, channel = who(actor, channel)
     provider = provider_for(provider, session_id)
     data, entry_count = build_export(provider, session_id, scope=scope, entry_id=entry_id)
+    if scope == "full":
+        entry_id = None  # a whole tree starts at no entry (one given is not used)
     digest = hashlib.sha256(data).hexdigest()
     now = timezone.now()
     manifest: ExportManifest = {

@@ -71,3 +71,22 @@ def test_a_viewer_exports_another_users_session_as_themself(api_for, users, kind
     manifest = viewer.get(f"/api/sessions/{sid}/export/manifest/")
     assert manifest["exporter"] == "viewer"
     assert_audited(sid, "export_session", users.viewer)
+
+
+def test_odd_entry_ids_never_reach_a_header(api: Api, kind: str, users) -> None:
+    """Schemathesis: ``?entry=\\x1eĀ`` with the full scope went into the
+    manifest's file name and broke the Content-Disposition header."""
+    sid = api.create_session(kind)["session_id"]
+    api.say(sid, "hello")
+    response = api.client.get(f"/api/sessions/{sid}/export/manifest/", {"entry": "\x1e\u0100"})
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == f'attachment; filename="{sid}.manifest.json"'
+    assert response.json()["entry_id"] is None  # the whole tree starts at no entry
+
+
+def test_download_names_keep_plain_characters() -> None:
+    from sessiontree.services.exports import SessionExport
+
+    manifest = {"session_id": "s1", "scope": "subtree", "entry_id": 'a"b\nc'}
+    made = SessionExport(data=b"", manifest=manifest)  # type: ignore[arg-type]
+    assert made.filename == "s1-subtree-a_b_c.jsonl" and made.manifest_filename == "s1-subtree-a_b_c.manifest.json"
