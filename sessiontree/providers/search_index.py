@@ -400,7 +400,10 @@ def search(terms: Sequence[str], scope: SessionScope, *, limit: int) -> list[Sea
         )
     else:  # pragma: no cover - the project runs on SQLite and MySQL/MariaDB
         return []
-    sql += "".join(f" AND {clause}" for clause in clauses) + " ORDER BY s.id DESC LIMIT %s"
+    # Newest first: FTS5 hands out matches in rowid order itself (no sort, and a
+    # LIMIT stops the scan); the rowid is the row's id.
+    order = "f.rowid" if vendor == "sqlite" else "s.id"
+    sql += "".join(f" AND {clause}" for clause in clauses) + f" ORDER BY {order} DESC LIMIT %s"
     with connection.cursor() as cursor:
         cursor.execute(sql, [match, *params, limit])
         found = cursor.fetchall()
