@@ -220,3 +220,28 @@ def test_index_rows_cap_the_text(settings):
     row = search_index.index_row({"type": "message", "id": "x1", "message": user("0123456789abcdef")})
     assert row is not None and row.text == "0123456789"
     assert search_index.index_row({"type": "label", "id": "x2", "targetId": "x1", "label": "l"}) is None
+
+
+def test_a_purge_leaves_no_byte_of_erased_text_in_the_fts5_tables(provider):
+    from django.db import connection, transaction
+
+    if connection.vendor != "sqlite":
+        pytest.skip("FTS5 is SQLite's; InnoDB keeps deleted words until OPTIMIZE TABLE (docs/moderation.md)")
+    provider.create_session(session_id="s1")
+    for word in ("alpha", "beta", "gamma"):  # no digits: the card number's term is stored whole
+        provider.append_message("s1", user(f"filler words {word}"))
+    card = provider.append_message("s1", user("my card is 4111111111111111 ok"))
+
+    def fts_holds_it() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT block FROM neta_search_fts_data")
+            return any(b"4111111111111111" in bytes(row[0] or b"") for row in cursor.fetchall())
+
+    assert fts_holds_it()
+    erased = {**card, "message": {**card["message"], "content": "[erased]"}}
+    with transaction.atomic():
+        search_index.reindex_entries("s1", [erased])
+    assert found("4111111111111111") == []  # gone from every query (the b-tree may keep it until a merge)
+    with transaction.atomic():
+        search_index.reindex_entries("s1", [erased], purge=True)
+    assert not fts_holds_it()
