@@ -13,6 +13,11 @@ audit record (``before_commit``) or not at all. The unaudited one-step
 writes of the Python API (``append_message``, ``switch_leaf`` …, for tests and
 tools) are ``providers/one_step.py``'s, each one ``transact`` call; the
 operations layer (``sessiontree/services/``) composes several steps in one.
+
+The search index (``providers/search_index.py``) is kept here, for every
+storage: the entries a unit stored (``SessionWriter.completed``), a session's
+copies when it is created with entries, and its rows' removal on a hard
+delete, each in the write's own transaction.
 """
 
 from __future__ import annotations
