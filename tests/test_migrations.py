@@ -115,7 +115,13 @@ def test_0014_gives_the_search_text_a_full_text_index_on_each_database():
         if connection.vendor == "sqlite":
             cursor.execute("SELECT name FROM sqlite_master WHERE name LIKE 'neta_search%' ORDER BY name")
             names = {row[0] for row in cursor.fetchall()}
-            assert {"neta_search_fts", "neta_search_entry_ai", "neta_search_entry_ad", "neta_search_entry_au"} <= names
+            assert {
+                "neta_search_fts",
+                "neta_search_fts_position",
+                "neta_search_entry_ai",
+                "neta_search_entry_ad",
+                "neta_search_entry_au",
+            } <= names
         else:
             cursor.execute(
                 "SELECT INDEX_TYPE FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() "

@@ -5,9 +5,13 @@
   database's own full-text engine:
 
   - SQLite: an FTS5 table ``neta_search_fts`` over it (external content: the
-    text is stored once, in ``neta_search_entry``), kept in step by three
-    triggers, tokenized with ``unicode61`` (case and diacritics folded, ``_``
-    part of a word as in InnoDB);
+    text is stored once, in ``neta_search_entry``), tokenized with
+    ``unicode61`` (case and diacritics folded, ``_`` part of a word as in
+    InnoDB). Like InnoDB's own full-text cache, new rows reach the inverted
+    index before it is read rather than in every append: ``neta_search_fts_position``
+    says up to which row it holds, a catch-up adds the rest before any
+    full-text read, and triggers keep the rows it holds in step when they are
+    changed or deleted;
   - MySQL/MariaDB: an InnoDB ``FULLTEXT`` index on ``text``, whose column
     takes the case- and accent-insensitive ``utf8mb4_unicode_ci`` (the
     project's databases default to a binary collation, under which a
@@ -33,17 +37,28 @@ _exact_ids = import_module("sessiontree.migrations.0008_exact_ids")
 
 TABLE = "neta_search_entry"
 FTS_TABLE = "neta_search_fts"
+POSITION_TABLE = "neta_search_fts_position"
 FULLTEXT_INDEX = "search_entry_text_ft"
 TEXT_COLLATION = "utf8mb4_unicode_ci"
 
+# The position: rows with an id up to it are in the FTS5 index; rows above
+# it are added by the next catch-up (providers/search_index.py, before any
+# full-text read), so an append writes its row and not the FTS5 index.
+_INDEXED = f"(new.id <= COALESCE((SELECT position FROM {POSITION_TABLE} WHERE id = 1), 0))"
+_WAS_INDEXED = f"(old.id <= COALESCE((SELECT position FROM {POSITION_TABLE} WHERE id = 1), 0))"
 SQLITE_FORWARDS = [
     f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5("
-    f"text, content='{TABLE}', content_rowid='id', tokenize='unicode61 remove_diacritics 2 tokenchars _')",
-    f"CREATE TRIGGER {TABLE}_ai AFTER INSERT ON {TABLE} BEGIN "
+    f"text, content='{TABLE}', content_rowid='id', columnsize=0, "
+    "tokenize='unicode61 remove_diacritics 2 tokenchars _')",
+    f"CREATE TABLE {POSITION_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1), position INTEGER NOT NULL)",
+    f"INSERT INTO {POSITION_TABLE} (id, position) VALUES (1, 0)",
+    # A row below the position (an id used again after a reset of the
+    # sequence) goes into the index at once, as the position says it is.
+    f"CREATE TRIGGER {TABLE}_ai AFTER INSERT ON {TABLE} WHEN {_INDEXED} BEGIN "
     f"INSERT INTO {FTS_TABLE}(rowid, text) VALUES (new.id, new.text); END",
-    f"CREATE TRIGGER {TABLE}_ad AFTER DELETE ON {TABLE} BEGIN "
+    f"CREATE TRIGGER {TABLE}_ad AFTER DELETE ON {TABLE} WHEN {_WAS_INDEXED} BEGIN "
     f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, text) VALUES ('delete', old.id, old.text); END",
-    f"CREATE TRIGGER {TABLE}_au AFTER UPDATE OF text ON {TABLE} BEGIN "
+    f"CREATE TRIGGER {TABLE}_au AFTER UPDATE OF text ON {TABLE} WHEN {_WAS_INDEXED} BEGIN "
     f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, text) VALUES ('delete', old.id, old.text); "
     f"INSERT INTO {FTS_TABLE}(rowid, text) VALUES (new.id, new.text); END",
 ]
@@ -51,6 +66,7 @@ SQLITE_BACKWARDS = [
     f"DROP TRIGGER IF EXISTS {TABLE}_au",
     f"DROP TRIGGER IF EXISTS {TABLE}_ad",
     f"DROP TRIGGER IF EXISTS {TABLE}_ai",
+    f"DROP TABLE IF EXISTS {POSITION_TABLE}",
     f"DROP TABLE IF EXISTS {FTS_TABLE}",
 ]
 

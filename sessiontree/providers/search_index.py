@@ -15,6 +15,12 @@ one way to change rows of entries that were rewritten (an erase).
 
 Searches (``search``) take the query's terms (``core.search.query_terms``)
 and the session filters; hits come newest first.
+
+The engines take a row into their inverted index as InnoDB does: the write
+stores the row; InnoDB adds it to its full-text cache at commit, SQLite's
+FTS5 index is brought up to the newest row (``catch_up``) before any
+full-text read. Changing or deleting a row already in FTS5 updates it at
+once (triggers), so a rewritten entry's old words are never found again.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 
 from sessiontree.core.search import term_words
 from sessiontree.core.text import entry_role, entry_text
@@ -40,6 +46,7 @@ BATCH_ROWS = 500
 BATCH_BYTES = 4 * 1024 * 1024
 
 FTS_TABLE = "neta_search_fts"
+FTS_POSITION_TABLE = "neta_search_fts_position"
 # InnoDB's default stop words (INFORMATION_SCHEMA.INNODB_FT_DEFAULT_STOPWORD):
 # a required term made of these alone matches nothing, so it is left out.
 INNODB_STOPWORDS = frozenset(
@@ -293,7 +300,37 @@ def orphan_session_ids() -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
+def catch_up() -> int:
+    """SQLite: add the rows above the FTS5 index's position to it (the rows
+    appended since the last full-text read) and move the position; how many.
+    Runs before every full-text read, in its own write transaction (or the
+    caller's), so a search always sees every committed row. InnoDB keeps its
+    own cache of new rows: nothing to do on MySQL/MariaDB."""
+    if connection.vendor != "sqlite":
+        return 0
+    position_sql = f"SELECT position FROM {FTS_POSITION_TABLE} WHERE id = 1"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT ({position_sql}), (SELECT MAX(id) FROM {TABLE})")
+        position, highest = cursor.fetchone()
+        if highest is None or highest <= (position or 0):
+            return 0
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Again under the write lock: another process may have caught up meanwhile.
+        cursor.execute(position_sql)
+        position = cursor.fetchone()[0] or 0
+        cursor.execute(
+            f"INSERT INTO {FTS_TABLE}(rowid, text) SELECT id, text FROM {TABLE} WHERE id > %s ORDER BY id", [position]
+        )
+        added = cursor.rowcount
+        cursor.execute(
+            f"UPDATE {FTS_POSITION_TABLE} SET position = MAX(position, COALESCE((SELECT MAX(id) FROM {TABLE}), 0)) "
+            "WHERE id = 1"
+        )
+    return int(added)
+
+
 def _optimize_sqlite() -> None:
+    catch_up()
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
 
@@ -383,6 +420,7 @@ def search(terms: Sequence[str], scope: SessionScope, *, limit: int) -> list[Sea
     clauses, params = scope.where()
     vendor = connection.vendor
     if vendor == "sqlite":
+        catch_up()
         sql = (
             f"SELECT s.id, s.session_id, s.entry_id, s.entry_type, s.role FROM {FTS_TABLE} f "
             f"JOIN {TABLE} s ON s.id = f.rowid JOIN {SESSIONS} a ON a.session_id = s.session_id "
@@ -460,6 +498,7 @@ __all__ = [
     "SearchHit",
     "SessionScope",
     "add_entries",
+    "catch_up",
     "count_after",
     "ids_commit_in_order",
     "index_row",
