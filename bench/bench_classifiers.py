@@ -39,7 +39,44 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 DATABASE = "sessiontree_bench_classifiers"
-WORDS = ["the", "a", "we", "it", "is", "to", "and", "of", "in", "that", "this", "for", "you", "on", "with", "can", "please", "file", "function", "test", "error", "build", "deploy", "value", "return", "config", "server", "request", "change", "look", "fix", "read", "write", "update", "check", "run"]
+WORDS = [
+    "the",
+    "a",
+    "we",
+    "it",
+    "is",
+    "to",
+    "and",
+    "of",
+    "in",
+    "that",
+    "this",
+    "for",
+    "you",
+    "on",
+    "with",
+    "can",
+    "please",
+    "file",
+    "function",
+    "test",
+    "error",
+    "build",
+    "deploy",
+    "value",
+    "return",
+    "config",
+    "server",
+    "request",
+    "change",
+    "look",
+    "fix",
+    "read",
+    "write",
+    "update",
+    "check",
+    "run",
+]
 PERSONAL = ["my card is 4111 1111 1111 1111", "mail me at jane.doe@example.org", "call +44 20 7946 0958"]
 
 
