@@ -218,6 +218,8 @@ def build_search_index(
             for session_id in orphans:
                 with transaction.atomic():
                     search_index.remove_session(session_id)
+    if not dry_run:
+        search_index.catch_up()  # the engine's index takes the new rows now, not at the first search
     return report
 
 
