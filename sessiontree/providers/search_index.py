@@ -95,9 +95,9 @@ SESSIONS = _q(AgentSession._meta.db_table)
 _COLUMNS = "session_id, entry_id, entry_type, role, text"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class IndexRow:
-    """What the index keeps of one entry."""
+    """What the index keeps of one entry (built on every append: slots, not frozen)."""
 
     entry_id: str
     entry_type: str
@@ -139,10 +139,10 @@ def index_row(entry: Entry, *, limit: int | None = None) -> IndexRow | None:
     kind = entry.get("type")
     role = entry_role(entry)
     return IndexRow(
-        entry_id=str(entry["id"]),
-        entry_type=kind[:32] if isinstance(kind, str) else "",
-        role=role[:32] if role is not None else None,
-        text=text[: limit if limit is not None else max_text()],
+        str(entry["id"]),
+        kind[:32] if isinstance(kind, str) else "",
+        role[:32] if role is not None else None,
+        text[: limit if limit is not None else max_text()],
     )
 
 
@@ -157,6 +157,7 @@ def index_rows(entries: Iterable[Entry]) -> list[IndexRow]:
 
 @functools.cache
 def _upsert_sql(vendor: str) -> str:
+    """The upsert of one row for ``vendor`` (``upsert_sql()``: this process's)."""
     insert = f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s)"
     if vendor == "mysql":
         return (
@@ -168,6 +169,13 @@ def _upsert_sql(vendor: str) -> str:
         f"{insert} ON CONFLICT (session_id, entry_id) DO UPDATE SET entry_type = excluded.entry_type, "
         "role = excluded.role, text = excluded.text"
     )
+
+
+@functools.cache
+def upsert_sql() -> str:
+    # The database of a process never changes; reading the connection proxy's
+    # vendor costs more than the rest of building a row.
+    return _upsert_sql(connection.vendor)
 
 
 def _batches(params: list[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
@@ -186,7 +194,7 @@ def _batches(params: list[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
 def _store(session_id: str, rows: Sequence[IndexRow]) -> None:
     if not rows:
         return
-    sql = _upsert_sql(connection.vendor)
+    sql = upsert_sql()
     params = [(session_id, row.entry_id, row.entry_type, row.role, row.text) for row in rows]
     with connection.cursor() as cursor:
         if len(params) == 1:
