@@ -429,12 +429,26 @@ def search(terms: Sequence[str], scope: SessionScope, *, limit: int) -> list[Sea
     vendor = connection.vendor
     if vendor == "sqlite":
         catch_up()
-        sql = (
-            f"SELECT s.id, s.session_id, s.entry_id, s.entry_type, s.role FROM {FTS_TABLE} f "
-            f"JOIN {TABLE} s ON s.id = f.rowid JOIN {SESSIONS} a ON a.session_id = s.session_id "
-            f"WHERE {FTS_TABLE} MATCH %s"
-        )
         match = fts5_query(terms)
+        if scope.session_ids is not None:
+            # A few sessions: their rows first (by the session index), each
+            # checked against FTS5 by rowid; scanning a common word's matches
+            # newest first for one session's would read most of them.
+            sql = (
+                f"SELECT s.id, s.session_id, s.entry_id, s.entry_type, s.role FROM {TABLE} s "
+                f"CROSS JOIN {FTS_TABLE} f JOIN {SESSIONS} a ON a.session_id = s.session_id "
+                f"WHERE f.rowid = s.id AND {FTS_TABLE} MATCH %s"
+            )
+            order = "s.id"
+        else:
+            sql = (
+                f"SELECT s.id, s.session_id, s.entry_id, s.entry_type, s.role FROM {FTS_TABLE} f "
+                f"JOIN {TABLE} s ON s.id = f.rowid JOIN {SESSIONS} a ON a.session_id = s.session_id "
+                f"WHERE {FTS_TABLE} MATCH %s"
+            )
+            # Newest first: FTS5 hands out matches in rowid order itself (no
+            # sort, and the LIMIT stops the scan); the rowid is the row's id.
+            order = "f.rowid"
     elif vendor == "mysql":
         match = innodb_query(terms, min_token=_innodb_min_token())
         if not match:
@@ -444,11 +458,9 @@ def search(terms: Sequence[str], scope: SessionScope, *, limit: int) -> list[Sea
             f"JOIN {SESSIONS} a ON a.session_id = s.session_id "
             "WHERE MATCH (s.text) AGAINST (%s IN BOOLEAN MODE)"
         )
+        order = "s.id"
     else:  # pragma: no cover - the project runs on SQLite and MySQL/MariaDB
         return []
-    # Newest first: FTS5 hands out matches in rowid order itself (no sort, and a
-    # LIMIT stops the scan); the rowid is the row's id.
-    order = "f.rowid" if vendor == "sqlite" else "s.id"
     sql += "".join(f" AND {clause}" for clause in clauses) + f" ORDER BY {order} DESC LIMIT %s"
     with connection.cursor() as cursor:
         cursor.execute(sql, [match, *params, limit])
