@@ -58,9 +58,10 @@ def add(entry_id: str, text: str, session_id: str = "s1") -> None:
 
 
 def test_an_append_writes_its_row_and_a_read_catches_up(db_session):
+    before = position()  # earlier tests' rows may have moved it: the table outlives a flush
     add("e1", "heron one")
     add("e2", "heron two")
-    assert position() == 0 and not in_fts("heron")  # nothing of FTS5 written on the append path
+    assert position() == before and not in_fts("heron")  # nothing of FTS5 written on the append path
     assert found("heron") == {"e1", "e2"}
     assert position() == SearchEntry.objects.order_by("-id")[0].id
     assert search_index.catch_up() == 0  # nothing left
