@@ -48,8 +48,17 @@ def to_json(value: Any, *, pretty: bool = False) -> str:
 
 
 def shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """``text`` on one line, at most ``limit`` characters: cut at the last word
+    boundary before the limit (mid-word only when a single word is longer),
+    with an ellipsis that says something was cut."""
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    cut = text[: max(1, limit - 1)]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-\u2013\u2014") + "…"
 
 
 def content_text(content: Any) -> str:
