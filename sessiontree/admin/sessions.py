@@ -158,8 +158,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "session_file",
         "header",
         "in_flight_entry",
-        "created_at",
-        "updated_at",
+        "created",
+        "updated",
     )
     fieldsets = (
         (None, {"fields": ("session_id", "title", "provider", "status", "agent", "user_id")}),
@@ -171,7 +171,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
             "Storage",
             {"fields": ("cwd", "session_file", "header", "metadata", "in_flight_entry"), "classes": ("collapse",)},
         ),
-        ("Times", {"fields": ("created_at", "updated_at")}),
+        ("Times", {"fields": ("created", "updated")}),
     )
 
     # --- permissions ------------------------------------------------------------------------
@@ -222,6 +222,14 @@ class AgentSessionAdmin(admin.ModelAdmin):
     @admin.display(description="created", ordering="created_at")
     def started(self, row: AgentSession) -> str:
         return _short_time(header_time(row) or row.created_at)
+
+    @admin.display(description="created")
+    def created(self, row: AgentSession) -> str:
+        return _short_time(row.created_at)
+
+    @admin.display(description="updated")
+    def updated(self, row: AgentSession) -> str:
+        return _short_time(row.updated_at)
 
     @admin.display(description="parent", ordering="parent__session_id")
     def parent_link(self, row: AgentSession) -> str:
