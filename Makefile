@@ -37,8 +37,12 @@ DEV_ENV := DJANGO_DEBUG=$${DJANGO_DEBUG:-1}
 INTEROP := interop
 INTEROP_STAMP := $(INTEROP)/.installed-stamp
 NPM ?= $(shell command -v npm)
+# axe-core (pinned in tests/browser/axe/package-lock.json), injected into the
+# admin's pages by the browser tests' accessibility check.
+AXE := tests/browser/axe
+AXE_STAMP := $(AXE)/.installed-stamp
 
-.PHONY: help venv run-venv interop run migrate demo test test-sqlite test-mysql lint format schema bench mysql-up clean
+.PHONY: help venv run-venv interop axe run migrate demo test test-sqlite test-mysql lint format schema bench mysql-up clean
 
 help:
 	@echo "make run          virtualenv, migrate, demo data, admin user, serve on http://127.0.0.1:8000/admin/ (PORT=… another port)"
@@ -46,6 +50,7 @@ help:
 	@echo "make test-sqlite  the SQLite leg only"
 	@echo "make test-mysql   the MySQL leg only (REQUIRE_MYSQL=1: fails if the server is unreachable)"
 	@echo "make interop      install the pinned Pi package and node 22 into interop/ (again only when the lockfile changes)"
+	@echo "make axe          install the pinned axe-core into tests/browser/axe/ for the accessibility tests"
 	@echo "make lint         ruff check + ruff format --check + mypy (django-stubs) + lint-imports (import rules)"
 	@echo "make schema       regenerate the OpenAPI snapshot docs/openapi.yaml (a test fails when it drifts)"
 	@echo "make bench        the benchmarks in bench/"
@@ -86,6 +91,17 @@ $(INTEROP_STAMP): $(INTEROP)/package.json $(INTEROP)/package-lock.json
 
 interop: $(INTEROP_STAMP)
 
+# Like interop/: again only when the lockfile changes; without npm the
+# accessibility tests skip with the reason, in CI (CI set) they fail.
+$(AXE_STAMP): $(AXE)/package.json $(AXE)/package-lock.json
+	@if [ -z "$(NPM)" ]; then \
+		echo "npm not found: $(AXE) not installed, the accessibility tests will be skipped"; exit 0; \
+	fi; \
+	echo "== installing $(AXE) (pinned axe-core for the accessibility tests)"; \
+	cd $(AXE) && $(NPM) ci --no-audit --no-fund --loglevel=error && touch .installed-stamp
+
+axe: $(AXE_STAMP)
+
 # SQLite cannot create the folder of its database file: make it first.
 migrate: run-venv
 	@mkdir -p "$${SESSIONTREE_VAR_DIR:-var}" $${SQLITE_PATH:+"$$(dirname "$$SQLITE_PATH")"}
@@ -103,7 +119,7 @@ run: demo
 
 # Both legs always run; the target fails if either failed. pytest's exit 5
 # (no tests collected) is a failure like any other.
-test: venv interop
+test: venv interop axe
 	@sqlite=0; mysql=0; \
 	$(MAKE) --no-print-directory test-sqlite || sqlite=$$?; \
 	$(MAKE) --no-print-directory test-mysql || mysql=$$?; \
@@ -111,14 +127,14 @@ test: venv interop
 	     "mysql $$([ $$mysql = 0 ] && echo passed || echo FAILED)"; \
 	[ $$sqlite = 0 ] && [ $$mysql = 0 ]
 
-test-sqlite: venv interop
+test-sqlite: venv interop axe
 	@echo "== test leg: SQLite (whole suite)"
 	env -u DATABASE_URL -u SESSIONTREE_DB_TESTS_ONLY REQUIRE_MYSQL=0 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The MySQL leg runs every database-backed test (the pure-kernel tests do not
 # touch a database and already ran on SQLite); MYSQL_FULL=1 runs everything.
 MYSQL_FULL ?= 0
-test-mysql: venv interop
+test-mysql: venv interop axe
 	@echo "== test leg: MySQL/MariaDB at $(MYSQL_URL) ($(if $(filter 1,$(MYSQL_FULL)),whole suite,database-backed tests))"
 	DATABASE_URL=$(MYSQL_URL) REQUIRE_MYSQL=1 SESSIONTREE_DB_TESTS_ONLY=$(if $(filter 1,$(MYSQL_FULL)),0,1) \
 		$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -163,4 +179,4 @@ mysql-up:
 	echo "MariaDB did not answer on $(MYSQL_HOST):$(MYSQL_PORT) within $(MYSQL_WAIT_SECONDS) s" >&2; exit 1
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis $(INTEROP)/node_modules $(INTEROP_STAMP)
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis $(INTEROP)/node_modules $(INTEROP_STAMP) $(AXE)/node_modules $(AXE_STAMP)
