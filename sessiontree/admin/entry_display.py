@@ -124,6 +124,19 @@ def fields_text(fields: Fields) -> str:
     return " · ".join(f"{name}: {value}" if name else value for name, value in fields)
 
 
+BODY_MARKERS = {"compaction": "compaction", "branch_summary": "branch summary", "custom_message": "custom message"}
+
+
+def body_marker(entry: Entry) -> str | None:
+    """The marker of an entry whose body the admin renders (a message, a summary,
+    a custom message), without computing a preview; ``None`` for the others."""
+    entry_type = entry.get("type")
+    if entry_type == "message":
+        message = entry.get("message")
+        return str(message.get("role", "?")) if isinstance(message, Mapping) else "?"
+    return BODY_MARKERS.get(str(entry_type))
+
+
 def describe_entry(entry: Entry) -> tuple[str, str]:
     """(marker, preview) for one entry: what kind of line it is and a short text."""
     marker = plugins.registry().marker(entry)

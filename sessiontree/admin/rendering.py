@@ -28,10 +28,13 @@ import base64
 import binascii
 import difflib
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
+import orjson
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
@@ -311,6 +314,32 @@ def entry_body_html(entry: Entry, *, image_base: str | None = None, compact: boo
     return None
 
 
+# Tree rows rendered per process, keyed by the entry's bytes: the same content
+# renders the same (an erased entry has other bytes, so it renders anew).
+_ROW_BODIES: OrderedDict[tuple[str, bytes], SafeString | None] = OrderedDict()
+_ROW_BODIES_LOCK = threading.Lock()
+ROW_BODY_CACHE = 6_000
+
+
+def row_body_html(entry: Entry, *, image_base: str) -> SafeString | None:
+    """``entry_body_html(entry, compact=True)``, kept per process for the
+    tree page's rows (a page of 1,500 rows viewed again renders nothing)."""
+    try:
+        key = (image_base, orjson.dumps(entry))
+    except TypeError:  # a value orjson refuses: render, keep nothing
+        return entry_body_html(entry, image_base=image_base, compact=True)
+    with _ROW_BODIES_LOCK:
+        if key in _ROW_BODIES:
+            _ROW_BODIES.move_to_end(key)
+            return _ROW_BODIES[key]
+    body = entry_body_html(entry, image_base=image_base, compact=True)
+    with _ROW_BODIES_LOCK:
+        _ROW_BODIES[key] = body
+        while len(_ROW_BODIES) > ROW_BODY_CACHE:
+            _ROW_BODIES.popitem(last=False)
+    return body
+
+
 # --- what differs between two texts -----------------------------------------------------------------
 
 DIFF_WORDS = 3000  # a longer text is compared as a whole, not word by word
@@ -348,5 +377,6 @@ __all__ = [
     "image_bytes",
     "markdown_html",
     "message_html",
+    "row_body_html",
     "word_diff_html",
 ]

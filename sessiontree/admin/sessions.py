@@ -61,10 +61,11 @@ from sessiontree.services.operations import Operation
 from sessiontree.templatetags.sessiontree_admin import moment
 
 from . import plugins
-from .entry_display import describe_entry, entry_fields, message_text, shorten, to_json
+from .entry_display import body_marker, describe_entry, entry_fields, message_text, shorten, to_json
 from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter, OnLegalHoldFilter
 from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm, parse_expected_leaf
-from .rendering import entry_body_html, image_blocks, image_bytes, word_diff_html
+from .rendering import entry_body_html, image_blocks, image_bytes, row_body_html, word_diff_html
+from .tree_rows import rows_html
 
 # Response header of the session pages: no script but the admin's own files, no
 # plug-in or object, images from here only (message images are served by the
@@ -493,6 +494,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
             {
                 "window": window,
                 "rows": window.rows,
+                "rows_html": rows_html(window.rows, context["urls"], window.line_entry_id),
                 "skeleton": skeleton,
                 "leaf_entry_id": skeleton.leaf_entry_id,
                 "expected_leaf": skeleton.leaf_entry_id or NO_LEAF,
@@ -510,18 +512,25 @@ class AgentSessionAdmin(admin.ModelAdmin):
     def _decorate(self, window: TreeWindow, urls: dict[str, str]) -> None:
         """Marker, preview and readable body of every loaded entry (display is the admin's business)."""
         entry_url = urls["entry"]
+        registry = plugins.registry()
         for row in window.iter_rows():
             if row.kind == "entry" and row.entry is not None:
+                # A message reads as its rendered body (no preview needed); a plug-in's entry, or
+                # any other, as its marker and one-line preview.
+                marker = body_marker(row.entry)
+                if marker is not None and registry.marker(row.entry) is None:
+                    body = row_body_html(row.entry, image_base=f"{entry_url}{row.entry_id}/image/")
+                    if body is not None:
+                        row.marker, row.body = marker, body
+                        continue
                 row.marker, row.preview = describe_entry(row.entry)
-                if plugins.registry().marker(row.entry) is None:
-                    row.body = entry_body_html(row.entry, image_base=f"{entry_url}{row.entry_id}/image/", compact=True)
             elif row.kind == "branch" and row.name_entry is not None:
                 row.marker, row.preview = describe_entry(row.name_entry)
 
     def _fragment(self, request: HttpRequest, row: AgentSession, window: TreeWindow, line: str | None) -> HttpResponse:
         urls = self._urls(row)
         self._decorate(window, urls)
-        context = {"rows": window.rows, "urls": urls, "line": line}
+        context = {"rows": window.rows, "rows_html": rows_html(window.rows, urls, window.line_entry_id or line)}
         return _guarded(TemplateResponse(request, "admin/sessiontree/tree/_rows.html", context))
 
     def branch_view(self, request: HttpRequest, object_id: str, entry_id: str) -> HttpResponse:
@@ -744,7 +753,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
             # show the confirmation again, as the tree is now.
             messages.error(request, f"{spec.title} refused, nothing was done: {exc.code}: {exc}")
             try:
-                return self._confirm(request, row, spec, data, refused=exc)
+                return self._confirm(request, row, spec, data)
             except SessionTreeError as again:
                 messages.error(request, f"{spec.title} refused: {again.code}: {again}")
                 return HttpResponseRedirect(back)
@@ -766,8 +775,6 @@ class AgentSessionAdmin(admin.ModelAdmin):
         row: AgentSession,
         spec: Any,
         data: dict[str, Any],
-        *,
-        refused: SessionTreeError | None = None,
     ) -> HttpResponse:
         """The confirmation page of ``spec``, as the tree is now. When the leaf
         moved since the operator's page was read (the form's ``expected_leaf``),
@@ -793,7 +800,6 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "moved": moved,
                 "seen_leaf": seen if moved else None,
                 "current_leaf": current,
-                "refused": refused,
             }
         )
         return _guarded(TemplateResponse(request, "admin/sessiontree/tree/confirm.html", context))

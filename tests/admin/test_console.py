@@ -433,3 +433,14 @@ def test_every_page_names_its_icon(admin_client, client, branched):
     from django.contrib.staticfiles import finders
 
     assert finders.find("sessiontree/favicon.svg")
+
+
+@pytest.mark.parametrize("value", ["<script>x</script>", "\" onmouseover='x'", "a & b", 42, None, "’ unicode ⎇"])
+def test_the_rows_escape_as_format_html_does(value):
+    from django.utils.html import format_html
+    from django.utils.safestring import mark_safe
+
+    from sessiontree.admin.tree_rows import html
+
+    assert html('<b title="{}">{}</b>', value, value) == format_html('<b title="{}">{}</b>', value, value)
+    assert html("<i>{}</i>", mark_safe("<em>kept</em>")) == "<i><em>kept</em></i>"
