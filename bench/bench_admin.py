@@ -162,18 +162,35 @@ def session_entries(size: int, branches: int) -> tuple[list[dict[str, Any]], str
     return entries, tip
 
 
+# CPU seconds of this process for the last request timed: on SQLite (in this
+# process) the whole server's work, and far steadier than wall time on a
+# machine other jobs share.
+LAST_CPU: list[float] = [0.0]
+
+
 def timed(client: Any, url: str) -> tuple[float, int, str]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     with CaptureQueriesContext(connection) as queries:
+        cpu = time.process_time()
         started = time.perf_counter()
         response = client.get(url)
         body = response.content.decode()
         elapsed = time.perf_counter() - started
+        LAST_CPU[0] = time.process_time() - cpu
     if response.status_code != 200:
         raise SystemExit(f"{url} answered {response.status_code}")
     return elapsed, len(queries.captured_queries), body
+
+
+def timed_median(client: Any, url: str, repeat: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of ``repeat`` requests."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        walls.append(timed(client, url)[0])
+        cpus.append(LAST_CPU[0])
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main() -> None:
@@ -239,10 +256,12 @@ def run(args: argparse.Namespace, sizes: list[int]) -> None:
 
             clear_index_cache()
             cold, _q, _body = timed(client, url)
-            warm = []
+            cold_cpu = LAST_CPU[0]
+            warm, warm_cpu = [], []
             for _ in range(args.repeat):
                 elapsed, queries, body = timed(client, url)
                 warm.append(elapsed)
+                warm_cpu.append(LAST_CPU[0])
             page = statistics.median(warm)
             results[(kind, size)] = page
             rows = len(re.findall(r'<div class="entry', body))
@@ -253,12 +272,21 @@ def run(args: argparse.Namespace, sizes: list[int]) -> None:
             for name, found in (("branch", branch_url), ("run", run_url)):
                 if found:
                     fragment_url = found.group(1).replace("&amp;", "&")
-                    figures[name] = statistics.median(timed(client, fragment_url)[0] for _ in range(args.repeat))
+                    figures[name], figures[f"{name}_cpu"] = timed_median(client, fragment_url, args.repeat)
                     fragments.append(f"{name} {figures[name] * 1000:.0f}")
             entry_url = reverse("admin:sessiontree_agentsession_tree_entry", args=[row.pk, leaf])
-            panel = statistics.median(timed(client, entry_url)[0] for _ in range(max(1, args.repeat // 2)))
+            panel, panel_cpu = timed_median(client, entry_url, max(1, args.repeat // 2))
             if args.json:
-                figures.update({"page": page, "cold": cold, "panel": panel})
+                figures.update(
+                    {
+                        "page": page,
+                        "page_cpu": statistics.median(warm_cpu),
+                        "cold": cold,
+                        "cold_cpu": cold_cpu,
+                        "panel": panel,
+                        "panel_cpu": panel_cpu,
+                    }
+                )
                 # Rows whose message is rendered (0 before issue 25): which code was measured.
                 rendered = body.count('class="row-body"')
                 print(
@@ -320,7 +348,10 @@ def compare(args: argparse.Namespace, sizes: list[int]) -> None:
                         line = next(line for line in done.stdout.splitlines() if line.startswith("{"))
                         found.setdefault((name, kind, size), []).append(json.loads(line))
             print(f"round {round_number + 1} of {args.rounds} done", flush=True)
-    print(f"{'session':<22} {'figure':<7} {args.compare_with + ' ms':>10} {'this ms':>9} {'ratio':>6}")
+    print(
+        f"{'session':<17} {'figure':<7} {'wall: ' + args.compare_with:>12} {'this':>6} {'ratio':>6}   "
+        f"{'CPU: ' + args.compare_with:>11} {'this':>6} {'ratio':>6}"
+    )
     for kind in args.providers.split(","):
         for size in sizes:
             base_runs, head_runs = found[("base", kind, size)], found[("head", kind, size)]
@@ -329,13 +360,16 @@ def compare(args: argparse.Namespace, sizes: list[int]) -> None:
                     continue
                 before = statistics.median(run[figure] for run in base_runs) * 1000
                 after = statistics.median(run[figure] for run in head_runs) * 1000
+                cpu_before = statistics.median(run[f"{figure}_cpu"] for run in base_runs) * 1000
+                cpu_after = statistics.median(run[f"{figure}_cpu"] for run in head_runs) * 1000
                 counts = (
                     f"{base_runs[0]['queries']} → {head_runs[0]['queries']} queries, {base_runs[0]['rows']} → "
                     f"{head_runs[0]['rows']} rows ({base_runs[0]['rendered']} → {head_runs[0]['rendered']} rendered)"
                 )
                 print(
-                    f"{kind + ' ' + format(size, ','):<22} {figure:<7} {before:>10.0f} {after:>9.0f} {after / before:>6.2f}"
-                    + (f"  {counts}" if figure == "page" else "")
+                    f"{kind + ' ' + format(size, ','):<17} {figure:<7} {before:>12.0f} {after:>6.0f} {after / before:>6.2f}   "
+                    f"{cpu_before:>11.0f} {cpu_after:>6.0f} {cpu_after / cpu_before:>6.2f}"
+                    + (f"   {counts}" if figure == "page" else "")
                 )
 
 
