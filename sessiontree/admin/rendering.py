@@ -99,10 +99,29 @@ def _parser() -> MarkdownIt:
 _MARKDOWN = _parser()
 
 
+# Text in which markdown could mean something: inline marks anywhere, block marks at a line's start.
+_MARKDOWN_INLINE = re.compile(r"[\\`*_\[\]<>&~|!]")
+_MARKDOWN_BLOCK = re.compile(r"^(?: {4}|\t| {0,3}(?:[#>=+-]|\d{1,9}[.)]))", re.MULTILINE)
+_PARAGRAPHS = re.compile(r"\n[ \t]*\n")
+
+
+def _plain_html(text: str) -> str:
+    """What markdown-it renders for text without any markdown (paragraphs, a
+    ``<br>`` per line break), without parsing it: most messages are prose."""
+    paragraphs = []
+    for paragraph in _PARAGRAPHS.split(text.replace("\r\n", "\n").strip(" \t\n")):
+        lines = [line.strip(" \t\r") for line in paragraph.split("\n")]
+        if any(lines):
+            paragraphs.append("<p>" + "<br />\n".join(escape(line) for line in lines) + "</p>\n")
+    return "".join(paragraphs)
+
+
 @lru_cache(maxsize=MARKDOWN_CACHE)
 def markdown_html(text: str) -> SafeString:
     """``text`` as markdown, rendered without raw HTML and with checked links."""
-    return mark_safe(_MARKDOWN.render(text))
+    if not _MARKDOWN_INLINE.search(text) and not _MARKDOWN_BLOCK.search(text):
+        return mark_safe(_plain_html(text))  # every line escaped
+    return mark_safe(_MARKDOWN.render(text))  # markdown-it escapes all text; raw HTML is off
 
 
 def _cut(text: str, limit: int) -> tuple[str, bool]:

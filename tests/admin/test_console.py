@@ -435,7 +435,9 @@ def test_every_page_names_its_icon(admin_client, client, branched):
     assert finders.find("sessiontree/favicon.svg")
 
 
-@pytest.mark.parametrize("value", ["<script>x</script>", "\" onmouseover='x'", "a & b", 42, None, "’ unicode ⎇"])
+@pytest.mark.parametrize(
+    "value", ["<script>x</script>", "\" onmouseover='x'", "a & b", 42, None, "\u2019 unicode \u2387"]
+)
 def test_the_rows_escape_as_format_html_does(value):
     from django.utils.html import format_html
     from django.utils.safestring import mark_safe
@@ -444,3 +446,33 @@ def test_the_rows_escape_as_format_html_does(value):
 
     assert html('<b title="{}">{}</b>', value, value) == format_html('<b title="{}">{}</b>', value, value)
     assert html("<i>{}</i>", mark_safe("<em>kept</em>")) == "<i><em>kept</em></i>"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hello",
+        "step 3: look at this",
+        "line one\nline two",
+        "para one\n\npara two\n  indented two",
+        "trailing  \nnext",
+        "a\r\nb\n\n\n\nc",
+        "quote \"x\" and 'y', emoji 🎉 — fine.",
+    ],
+)
+def test_prose_renders_as_markdown_it_would_without_parsing(text):
+    from html import unescape
+
+    from sessiontree.admin.rendering import _MARKDOWN, markdown_html
+
+    # The shortcut for text without markdown gives the same HTML (an apostrophe may be escaped).
+    assert unescape(markdown_html(text)) == unescape(_MARKDOWN.render(text))
+
+
+@pytest.mark.parametrize(
+    "text", ["**b**", "# h", "- item", "1. one", "    code", "a <b> c", "[l](https://x.y)", "x & y"]
+)
+def test_text_with_markdown_is_parsed(text):
+    from sessiontree.admin.rendering import _MARKDOWN, markdown_html
+
+    assert markdown_html(text) == _MARKDOWN.render(text)
