@@ -275,7 +275,7 @@ def run(args: argparse.Namespace, sizes: list[int]) -> None:
                     figures[name], figures[f"{name}_cpu"] = timed_median(client, fragment_url, args.repeat)
                     fragments.append(f"{name} {figures[name] * 1000:.0f}")
             entry_url = reverse("admin:sessiontree_agentsession_tree_entry", args=[row.pk, leaf])
-            panel, panel_cpu = timed_median(client, entry_url, max(1, args.repeat // 2))
+            panel, panel_cpu = timed_median(client, entry_url, max(3, args.repeat // 2))
             if args.json:
                 figures.update(
                     {
