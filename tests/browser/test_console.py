@@ -205,6 +205,7 @@ def test_the_pager_flips_between_alternatives(operator_page: Page, demo_site, sc
         page.locator("#session-tree > .entry .row-body", has_text="Store amounts as integer cents instead.")
     ).to_be_visible()
     expect(page.locator("#back-to-active")).to_be_visible()
+    expect(page.locator("#entry-detail")).to_be_visible()  # the alternative flipped to, open
     screenshot(page, "pager-2-of-3")
     page.locator("#session-tree .alt-pager .alt-prev").first.click()
     expect(page.locator("#session-tree .alt-pager").first.locator(".alt-count")).to_have_text("1/3")
