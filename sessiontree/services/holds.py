@@ -50,6 +50,11 @@ def check_not_held(session_ids: Iterable[str], *, what: str) -> None:
 def list_holds() -> list[dict[str, str]]:
     """Every hold in force, oldest first: ``{"session_id", "reason", "placed_by", "placed_at"}``."""
     return [
-        {"session_id": hold.session_id, **hold_dict(hold)}
+        {
+            "session_id": hold.session_id,
+            "reason": hold.reason,
+            "placed_by": hold.placed_by,
+            "placed_at": _iso(hold.placed_at),
+        }
         for hold in LegalHold.objects.order_by("placed_at", "session_id")
     ]
