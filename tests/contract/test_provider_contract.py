@@ -25,6 +25,8 @@ from sessiontree.providers.base import (
 )
 from sessiontree.providers.one_step import ONE_STEP_WRITES
 
+from .erasing import EraseIds
+
 
 def user(text):
     return {"role": "user", "content": text}
@@ -632,6 +634,7 @@ METHOD_CALLS = {
     "cut_torn_tail": lambda p, sid, eid: p.cut_torn_tail(sid),
     "recount": lambda p, sid, eid: p.recount(sid),
     "recompute_meta": lambda p, sid, eid: p.recompute_meta(sid),
+    "erase_entries": lambda p, sid, eid: p.erase_entries(sid, EraseIds(eid)),
 }
 SESSION_METHODS = sorted(name for name, call in METHOD_CALLS.items() if call is not None)
 
