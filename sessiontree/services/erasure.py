@@ -19,10 +19,12 @@ Pi's loader and context building still work.
   the backups the storage wrote of it; a ``mysql`` session's rows in the
   transaction of the audit record.
 - **Beside the tree**, in the same transaction as each session's rewrite:
-  the notes of flags on an erased entry, the erased text in the session's
-  audit details, flag notes, admin log messages and stored answers of
-  idempotent writes, the search index (``reindex_erased_entries``), what
-  sync remembers of the file (``sync.marks.after_erase``). The meta row's
+  the notes of flags on an erased entry; the erased text wherever the
+  session's other rows quote it (its title and metadata, flag notes, legal
+  hold reasons, audit details, admin log messages, stored answers of
+  idempotent writes: erased entries in them are replaced by their erased
+  form); the search index (``reindex_erased_entries``); what sync
+  remembers of the file (``sync.marks.after_erase``). The meta row's
   first-message preview is recomputed by the storage.
 - **Outside the store**: files sync copied the session from or to that
   still hold the text are named in ``outside`` (never changed: they are not
@@ -56,7 +58,7 @@ from sessiontree.core.errors import CONFLICT, BadInput, SessionTreeError
 from sessiontree.core.redaction import ERASED
 from sessiontree.core.redaction import erase_entry as erased_form
 from sessiontree.core.types import Entry
-from sessiontree.models import AgentSession, AuditRecord, IdempotencyRecord, ModerationFlag
+from sessiontree.models import AgentSession, AuditRecord, IdempotencyRecord, LegalHold, ModerationFlag
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.providers.port import ErasureDone, StoredView
@@ -266,7 +268,22 @@ def _scrub_beside(session_id: str, erasure: _SessionErasure, done: ErasureDone) 
     tree; how many rows of each kind changed."""
     rule = erasure.rule
     erased = {eid: sig for eid, sig in erasure.plan.tainted.items() if eid in erasure.matched}
-    counts = {"flags": 0, "audit_records": 0, "idempotency_records": 0, "admin_log_entries": 0}
+    counts = {
+        "session": 0,
+        "flags": 0,
+        "legal_holds": 0,
+        "audit_records": 0,
+        "idempotency_records": 0,
+        "admin_log_entries": 0,
+    }
+    # The session's own title and metadata (operator data, but a title may quote the first message).
+    session_row = AgentSession.objects.filter(session_id=session_id).values("pk", "title", "metadata").first()
+    if session_row is not None:
+        title = rule.text.scrub(session_row["title"]) if session_row["title"] else session_row["title"]
+        metadata = rule.scrub_value(session_row["metadata"], {})
+        if title != session_row["title"] or metadata is not session_row["metadata"]:
+            AgentSession.objects.filter(pk=session_row["pk"]).update(title=title, metadata=metadata)
+            counts["session"] += 1
     for flag in ModerationFlag.objects.filter(session_id=session_id).only("pk", "entry_id", "note", "resolution_note"):
         on_erased = flag.entry_id in erasure.matched
         note = ERASED if on_erased and flag.note else rule.text.scrub(flag.note)
@@ -274,6 +291,11 @@ def _scrub_beside(session_id: str, erasure: _SessionErasure, done: ErasureDone) 
         if (note, resolution) != (flag.note, flag.resolution_note):
             ModerationFlag.objects.filter(pk=flag.pk).update(note=note, resolution_note=resolution)
             counts["flags"] += 1
+    for hold in LegalHold.objects.filter(session_id=session_id).only("pk", "reason"):
+        reason = rule.text.scrub(hold.reason)
+        if reason != hold.reason:
+            LegalHold.objects.filter(pk=hold.pk).update(reason=reason)
+            counts["legal_holds"] += 1
     for record in AuditRecord.objects.filter(session_id=session_id).only("pk", "detail").iterator():
         detail = rule.scrub_value(record.detail, erased)
         if detail is not record.detail:
