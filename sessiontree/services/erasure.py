@@ -52,7 +52,7 @@ from typing import Any, Literal, TypedDict
 from django.apps import apps
 from django.contrib.contenttypes.models import ContentType
 
-from sessiontree.core.erasure import TARGET, ErasedText, ErasureRule, Signature, select_for_erasure, signature
+from sessiontree.core.erasure import SUMMARY, TARGET, ErasedText, ErasureRule, Signature, select_for_erasure, signature
 from sessiontree.core.erasure import target_pieces as text_pieces
 from sessiontree.core.errors import CONFLICT, BadInput, SessionTreeError
 from sessiontree.core.redaction import ERASED
@@ -157,9 +157,12 @@ class _Plan:
         return self.scope == "all"
 
     def kind(self, session_id: str, entry: Entry, role: str) -> Kind:
-        if role == TARGET:
-            return "entry" if (session_id, entry.get("id")) == (self.session_id, self.entry_id) else "copy"
-        return "summary" if role == "summary" else "copy"
+        entry_id = entry.get("id")
+        if entry_id == self.entry_id and role == TARGET:
+            return "entry" if session_id == self.session_id else "copy"
+        if role == SUMMARY or (role == TARGET and entry_id in self.tainted):
+            return "summary"  # derived here, or a copy of a summary derived elsewhere
+        return "copy"  # a context edit carrying its content
 
     def selection(self, session_id: str, entries: list[Entry]) -> list[tuple[Entry, Entry, Kind]]:
         """(entry, its erased form, kind) of each entry of ``session_id`` the erase changes."""
@@ -309,14 +312,14 @@ def _scrub_beside(session_id: str, erasure: _SessionErasure, done: ErasureDone) 
     if apps.is_installed("django.contrib.admin") and rule.text:
         from django.contrib.admin.models import LogEntry
 
-        row = AgentSession.objects.filter(session_id=session_id).values_list("pk", flat=True).first()
         content_type = ContentType.objects.get_for_model(AgentSession)
-        for entry in LogEntry.objects.filter(content_type=content_type, object_id=str(row)).only(
-            "pk", "change_message"
-        ):
+        pk = session_row["pk"] if session_row is not None else None
+        logged = LogEntry.objects.filter(content_type=content_type, object_id=str(pk))
+        for entry in logged.only("pk", "change_message", "object_repr"):
             message = rule.text.scrub(entry.change_message)
-            if message != entry.change_message:
-                LogEntry.objects.filter(pk=entry.pk).update(change_message=message)
+            shown = rule.text.scrub(entry.object_repr)
+            if (message, shown) != (entry.change_message, entry.object_repr):
+                LogEntry.objects.filter(pk=entry.pk).update(change_message=message, object_repr=shown)
                 counts["admin_log_entries"] += 1
     return counts
 
