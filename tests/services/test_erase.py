@@ -427,3 +427,23 @@ def _staff():
     from django.contrib.auth.models import User
 
     return User.objects.get_or_create(username="logger", defaults={"is_staff": True})[0]
+
+
+def test_archived_and_deleted_sessions_are_erased_too(chat):
+    provider, secret, answer, _later = chat
+    fork = tree.fork_session(session_id="s1", entry_id=answer["id"], position="at", provider=provider, **WHO)
+    sessions.archive_session(session_id="s1", provider=provider, **WHO)
+    sessions.delete_session(session_id=fork["session_id"], provider=provider, **WHO)  # soft
+    result = erase(provider, "s1", secret["id"])
+    assert [c["kind"] for c in result["changed"]] == ["entry", "copy"]
+    assert gone(everything(provider, "s1", fork["session_id"]))
+    assert AgentSession.objects.get(session_id="s1").status == "archived"
+
+
+def test_an_entry_in_flight_is_refused(chat):
+    provider, _secret, _answer, _later = chat
+    streaming = entries.begin_in_flight(
+        session_id="s1", entry={"type": "message", "message": user(CARD)}, provider=provider, **WHO
+    )
+    with pytest.raises(erasure.EntryInFlight):
+        erase(provider, "s1", streaming["id"])
