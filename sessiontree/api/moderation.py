@@ -39,7 +39,14 @@ from sessiontree.services import erasure, moderation, versions
 
 from .pagination import SessionCursorPagination
 from .permissions import VIEW_ALL, sees_all_sessions, visible_sessions
-from .serializers import EntrySerializer, InputSerializer, StrictCharField, entry_id_field, session_lookup_field
+from .serializers import (
+    EntrySerializer,
+    InputSerializer,
+    StrictBooleanField,
+    StrictCharField,
+    entry_id_field,
+    session_lookup_field,
+)
 from .views import CHANNEL, IdempotentWrites, SessionScopedViewSet, parse
 
 FLAG_ENTRY = "sessiontree.flag_entry"
@@ -138,7 +145,7 @@ class EraseSerializer(InputSerializer):
             "and the content of context edits that hid or restored it; entry: this session's entry only."
         ),
     )
-    dry_run = serializers.BooleanField(required=False, help_text="List every place that would change; change nothing.")
+    dry_run = StrictBooleanField(required=False, help_text="List every place that would change; change nothing.")
 
 
 class ErasePlaceSerializer(serializers.Serializer):

@@ -72,6 +72,8 @@ def test_bad_requests_are_refused_and_erase_nothing(eraser: User, chat: Any) -> 
         ({"reason": "x" * 201}, "invalid_input"),
         ({"reason": "ok", "scope": "everywhere"}, "invalid_input"),
         ({"reason": "ok", "dry_run": "perhaps"}, "invalid_input"),
+        ({"reason": "ok", "dry_run": "true"}, "invalid_input"),  # a JSON boolean, not a string that reads like one
+        ({"reason": "ok", "dry_run": 1}, "invalid_input"),
         ({"reason": "ok", "extra": 1}, "invalid_input"),
     ]:
         error_of(client.post(url(sid, secret["id"]), body, format="json"), 400, code)
