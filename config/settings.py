@@ -221,6 +221,8 @@ STATIC_ROOT = VAR_DIR / "static"
 # --- session tree -----------------------------------------------------------
 SESSIONTREE_FILE_ROOT = os.environ.get("SESSIONTREE_FILE_ROOT", str(VAR_DIR / "sessions"))
 SESSIONTREE_DEFAULT_PROVIDER = os.environ.get("SESSIONTREE_DEFAULT_PROVIDER", "file")
+# Where `sync_sessions --mode import` copies Pi files when --provider is not given.
+SESSIONTREE_SYNC_IMPORT_PROVIDER = os.environ.get("SESSIONTREE_SYNC_IMPORT_PROVIDER", "mysql")
 # The provider registry: kind → class. A kind not listed here is ImproperlyConfigured.
 SESSIONTREE_PROVIDERS = {
     "file": "sessiontree.providers.file_provider.FileSessionTreeProvider",
@@ -338,6 +340,10 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "StatusEnum": "sessiontree.api.serializers.SESSION_STATUSES",
         "ReviewStatusEnum": "roleplay.api.serializers.REVIEW_STATUSES",
+        # A second "kind" enum (an erase's places) must not rename the first one.
+        "KindEnum": "roleplay.api.serializers.PROVENANCE_KINDS",
+        "EraseScopeEnum": "sessiontree.services.erasure.SCOPES",
+        "ErasePlaceKindEnum": "sessiontree.services.erasure.KINDS",
     },
 }
 

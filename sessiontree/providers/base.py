@@ -34,7 +34,7 @@ from sessiontree.core.errors import (
 from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot, SessionTreeSession, Unset
 
 if TYPE_CHECKING:
-    from .port import MetaRecount, StoredScan, TornTailCut
+    from .port import EntryErasure, ErasureDone, MetaRecount, StoredScan, TornTailCut
     from .search_index import IndexChanges
 
 __all__ = [
@@ -61,6 +61,9 @@ Expected = str | None | Unset
 @runtime_checkable
 class SessionTreeProvider(Protocol):
     kind: str
+    # Whether all of a write lives in the database, so that a caller's outer
+    # transaction.atomic() undoes it too.
+    joins_outer_transaction: bool
 
     # --- sessions ----------------------------------------------------------
     def create_session(
@@ -155,6 +158,11 @@ class SessionTreeProvider(Protocol):
     def reindex_search(self, session_id: str, *, dry_run: bool = False) -> IndexChanges:
         """Make the search index hold exactly the session's stored entries."""
         ...
+
+    # --- erase: the one audited rewrite of completed entries (services/erasure.py) ----
+    def erase_entries(
+        self, session_id: str, erasure: EntryErasure, *, before_commit: Callable[[ErasureDone], None] | None = None
+    ) -> ErasureDone: ...
 
 
 @runtime_checkable

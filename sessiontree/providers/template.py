@@ -61,6 +61,8 @@ from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot
 from . import meta, search_index
 from .one_step import OneStepWrites
 from .port import (
+    EntryErasure,
+    ErasureDone,
     MetaRecount,
     SessionState,
     SessionStorage,
@@ -354,6 +356,10 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
 
     kind: str
     storage: SessionStorage
+    # Whether all of a write lives in the database, so that a caller's outer
+    # transaction.atomic() undoes it too (a storage that also writes files
+    # cannot take its bytes back when an outer transaction rolls back).
+    joins_outer_transaction: bool = False
 
     # --- units of work -------------------------------------------------------------
     def transact(
@@ -610,6 +616,14 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
     ) -> MetaRecount:
         """The meta row's tree fields rewritten from the stored entries."""
         return self.storage.recompute_meta(session_id, before_commit=before_commit)
+
+    # --- erase: the one rewrite of completed entries (audited by services/erasure.py) ------
+    def erase_entries(
+        self, session_id: str, erasure: EntryErasure, *, before_commit: Callable[[ErasureDone], None] | None = None
+    ) -> ErasureDone:
+        """Rewrite the entries ``erasure`` selects in place, with their copies
+        in the storage's own backups (``SessionStorage.erase``)."""
+        return self.storage.erase(session_id, erasure, before_commit=before_commit)
 
 
 def _stored_entries(view: StoredView) -> list[Entry]:
