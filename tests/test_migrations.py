@@ -102,3 +102,52 @@ def test_0012_fills_the_first_message_preview_of_existing_sessions(tmp_path):
 
     previews = dict(AgentSession.objects.values_list("session_id", "first_message_preview"))
     assert previews == {"db1": "asked in the database", "f1": "asked in a file", "f2": None, "empty": None}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0016_rebuilds_the_lineage_with_each_tree_keyed_by_its_root():
+    """Trees numbered MAX + 1 (and two roots sharing a tree id, as the Galera
+    race left them) come out keyed by their roots' pks, agreeing with the
+    parent links, forks in the order they had."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from tests.providers.lineage import assert_valid_lineage
+
+    before = [("sessiontree", "0013_idempotency_records")]
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(before)
+    try:
+        apps = executor.loader.project_state(before).apps
+        session_model = apps.get_model("sessiontree", "AgentSession")
+
+        def row(session_id: str, tree_id: int, lft: int, rght: int, level: int, parent=None):
+            return session_model.objects.create(
+                session_id=session_id, provider="mysql", tree_id=tree_id, lft=lft, rght=rght, level=level, parent=parent
+            )
+
+        # Tree 1: src with forks f-b (made first) and f-a, and f-b's fork.
+        src = row("src", 1, 1, 8, 0)
+        f_b = row("f-b", 1, 2, 5, 1, src)
+        row("f-b-1", 1, 3, 4, 2, f_b)
+        row("f-a", 1, 6, 7, 1, src)
+        # Two roots that share tree id 2 (the race), one with a fork whose lft/rght are wrong.
+        r1 = row("race-1", 2, 1, 4, 0)
+        row("race-1-fork", 2, 2, 3, 1, r1)
+        row("race-2", 2, 1, 2, 0)
+        lonely = row("lonely", 7, 1, 2, 0)
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
+    finally:
+        MigrationExecutor(connection).migrate(latest)
+    from sessiontree.models import AgentSession
+
+    assert_valid_lineage()
+    by_id = {r.session_id: r for r in AgentSession.objects.all()}
+    assert by_id["src"].tree_id == src.pk and by_id["race-1"].tree_id == r1.pk
+    assert by_id["race-2"].tree_id == by_id["race-2"].pk != r1.pk
+    assert by_id["lonely"].tree_id == lonely.pk
+    assert [s.session_id for s in by_id["src"].get_descendants()] == ["f-b", "f-b-1", "f-a"]
+    assert [s.session_id for s in by_id["race-1"].get_descendants()] == ["race-1-fork"]
+    assert list(by_id["race-2"].get_descendants()) == []
