@@ -44,6 +44,7 @@ from django.utils import timezone
 
 from sessiontree.core.entries import first_message_preview
 from sessiontree.core.errors import (
+    CommitOutcomeUnknown,
     CorruptSessionTree,
     EntryNotFound,
     InvalidSessionId,
@@ -59,7 +60,7 @@ from sessiontree.core.session_reader import SessionReader, gc_paused, read_chunk
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts, scan_session_bytes
 
-from . import meta
+from . import db_errors, meta
 from .port import BeforeCommit, MetaRecount, SessionState, StoredScan, StoredWrite, TornTailCut, TreeFields
 from .template import TreeProvider
 
@@ -585,7 +586,11 @@ class FileStorage:
         The file to lock comes from where this process last found it; the
         row read under the lock confirms it, or names the file to start again
         on. Unknown: the row is read first (``SessionNotFound`` before any
-        file is touched)."""
+        file is touched). A database conflict, or a connection lost before
+        the COMMIT, runs it all again (``db_errors.retrying``)."""
+        return db_errors.retrying(lambda: self._write_once(session_id, work, before_commit), what="File write")
+
+    def _write_once(self, session_id: str, work: Callable[[FileWrite], T], before_commit: BeforeCommit | None) -> T:
         path = _known_path(session_id)
         confirmed = path is None
         if path is None:
@@ -616,13 +621,16 @@ class FileStorage:
 
         The lines are written last inside the database transaction: a failed
         write rolls the row back, and a failed commit cuts the lines off again
-        (we still hold the lock, so they are the file's last bytes)."""
+        (we still hold the lock, so they are the file's last bytes). A commit
+        whose answer was lost is settled by reading the row again: it holds
+        this write's entry count exactly when the commit happened (no other
+        writer of the session's entries can come between: we hold the lock)."""
         index = txn.index
         start = os.fstat(fd).st_size
         grown_meanwhile = start != index.size  # a writer ignoring our lock (Pi) appended since the refresh
         end: int | None = None
         try:
-            with transaction.atomic():
+            with db_errors.atomic_unit():
                 with connection.cursor() as cursor:
                     cursor.execute(_UPDATE_ROW, txn.row_params())
                 if before_commit is not None:
@@ -630,6 +638,17 @@ class FileStorage:
                 if txn.pending:
                     end = start  # from here on, bytes may be in the file
                     end = append_lines(fd, [line for _, line in txn.pending], fsync=self.fsync)
+        except CommitOutcomeUnknown as exc:
+            committed = self._committed(txn) if end is not None else None
+            if committed is False:
+                self._cut_back(path, fd, start)
+                # Nothing was stored: a lost connection before the commit, which may run again.
+                raise db_errors.not_committed(exc) from exc
+            if committed is None:
+                # Cannot tell: the lines stay (the file is the truth for its
+                # entries; the row catches up on the next write), never lost.
+                _forget(path)
+                raise
         except BaseException:
             if end is not None:
                 self._cut_back(path, fd, start)
@@ -645,6 +664,17 @@ class FileStorage:
         index.extend([entry for entry, _ in txn.pending])
         index.offset = end
         index.size, index.mtime_ns = st.st_size, st.st_mtime_ns
+
+    @staticmethod
+    def _committed(txn: FileWrite) -> bool | None:
+        """Whether a commit whose answer was lost happened (``None``: the
+        database still cannot say)."""
+        try:
+            db_errors.reset_connection()
+            row = _select_row(txn.state.session_id)
+        except StorageUnavailable:
+            return None
+        return row.meta.entry_count == txn.state.entry_count
 
     @staticmethod
     def _cut_back(path: Path, fd: int, size: int) -> None:
@@ -663,13 +693,24 @@ class FileStorage:
         *,
         before_commit: Callable[[SessionTreeSession], None] | None,
     ) -> SessionTreeSession:
+        return db_errors.retrying(
+            lambda: self._create_once(row_fields, header, entries, before_commit), what="Session creation"
+        )
+
+    def _create_once(
+        self,
+        row_fields: dict[str, Any],
+        header: dict[str, Any],
+        entries: list[Entry],
+        before_commit: Callable[[SessionTreeSession], None] | None,
+    ) -> SessionTreeSession:
         session_id = row_fields["session_id"]
         path = self.path_for(session_id)
         data = serialize_file([header, *entries])
         stats = tree_stats(entries)
         created = False
         try:
-            with transaction.atomic():
+            with db_errors.atomic_unit():
                 row = meta.create_row(
                     provider=KIND,
                     session_file=str(path),
@@ -742,6 +783,9 @@ class FileStorage:
     def destroy(self, session_id: str, *, before_commit: Callable[[], None] | None) -> None:
         """Delete the row and the file, both or neither. The file may be
         corrupt (it is never parsed here) but must be a plain file."""
+        db_errors.retrying(lambda: self._destroy_once(session_id, before_commit), what="Session deletion")
+
+    def _destroy_once(self, session_id: str, before_commit: Callable[[], None] | None) -> None:
         row = _select_row(session_id)
         path = self._path(row)
         try:
@@ -762,7 +806,7 @@ class FileStorage:
             if fd is not None:
                 os.replace(path, parked)
             try:
-                with transaction.atomic():
+                with db_errors.atomic_unit():
                     meta.delete_row(meta.get_row(session_id, provider=KIND))
                     if before_commit is not None:
                         before_commit()

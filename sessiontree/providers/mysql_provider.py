@@ -9,8 +9,10 @@ schema, the codec and the locking.
 - Every write runs in one transaction that first row-locks the session
   (``SELECT … FOR UPDATE``; SQLite serializes writers itself), so two writers
   never attach to the same leaf by accident and ``entry_seq`` =
-  ``entry_count + 1`` stays gap-free and unique. Deadlocks and lock-wait
-  timeouts (MySQL 1213/1205) are retried with jittered backoff.
+  ``entry_count + 1`` stays gap-free and unique. Deadlocks, lock-wait
+  timeouts and Galera certification conflicts (MySQL 1213/1205) are retried
+  with jittered backoff, and so is a transaction whose connection failed
+  before its COMMIT (``providers/db_errors.py``); every failure is typed.
 - An append costs the same at any depth: the locking query also returns the
   leaf's depth, status and whether it has children; only ids the entry names
   (a label's target, a compaction's first kept entry, an explicit id) are
@@ -26,14 +28,12 @@ schema, the codec and the locking.
 from __future__ import annotations
 
 import logging
-import random
-import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from sessiontree.core.entries import MAX_ENTRY_ID_LENGTH, first_message_preview
@@ -45,8 +45,8 @@ from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts
 from sessiontree.models import AgentSessionEntry
 
+from . import db_errors, meta
 from . import entry_rows as rows
-from . import meta
 from .port import BeforeCommit, MetaRecount, SessionState, StoredScan, StoredWrite, TornTailCut, TreeFields
 from .template import CheckedCopies, TreeProvider
 
@@ -56,24 +56,15 @@ IN_FLIGHT = AgentSessionEntry.Status.IN_FLIGHT.value
 
 # MySQL/MariaDB: ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT. The server has rolled
 # the transaction back; running it again is the documented remedy.
-TRANSIENT_MYSQL_ERRORS = frozenset({1213, 1205})
-RETRY_ATTEMPTS = 8
-RETRY_BASE_SECONDS = 0.005
+TRANSIENT_MYSQL_ERRORS = db_errors.CONFLICT_CODES
+RETRY_ATTEMPTS = db_errors.CONFLICT_ATTEMPTS
+RETRY_BASE_SECONDS = db_errors.CONFLICT_BASE_SECONDS
 # Tries to insert with a freshly generated entry id (a collision is a 1 in 4e9 event)
 ID_ATTEMPTS = 8
 
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
-
-
-def is_transient(exc: OperationalError) -> bool:
-    """A lock conflict that a retry of the whole transaction resolves."""
-    code = exc.args[0] if exc.args else None
-    if code in TRANSIENT_MYSQL_ERRORS:
-        return True
-    # SQLite refuses a deferred transaction's write while another writer holds the lock.
-    return "database is locked" in str(exc)
 
 
 def _named_ids(*values: Any) -> list[str]:
@@ -230,22 +221,15 @@ def _lock(session_id: str) -> tuple[SessionState, _Leaf, meta.MetaRow]:
 
 
 def _atomic(work: Callable[[], T]) -> T:
-    """Run ``work`` in a transaction, again on a deadlock or lock-wait timeout.
+    """Run ``work`` in a transaction, again on a deadlock or lock-wait timeout
+    (or a connection lost before the COMMIT); ``db_errors.retrying``.
 
     Inside a caller's own transaction a retry is impossible (the server
     rolled all of it back), so the error goes to that caller.
     """
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            with transaction.atomic():
-                return work()
-        except OperationalError as exc:
-            if attempt >= RETRY_ATTEMPTS or not is_transient(exc) or connection.in_atomic_block:
-                raise
-            logger.info("Transaction attempt %d hit a lock conflict (%s); retrying", attempt, exc)
-        time.sleep(RETRY_BASE_SECONDS * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5))
+    return db_errors.run_in_transaction(
+        work, what="Transaction", attempts=RETRY_ATTEMPTS, base_seconds=RETRY_BASE_SECONDS, log=logger
+    )
 
 
 def _insert(
