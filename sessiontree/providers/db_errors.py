@@ -139,8 +139,6 @@ def typed(exc: BaseException, vendor: str) -> BaseException:
     if code is not None:
         found = DatabaseConflict(*args) if code in CONFLICT_CODES else DatabaseUnavailable(*args)
         found.db_code = code
-        if code not in CONFLICT_CODES and code not in CONNECTION_CODES:
-            logger.warning("Database error %s is neither a conflict nor a lost connection: %s", code, exc)
     else:
         text = str(args[0]) if args else ""
         found = DatabaseConflict(*args) if any(m in text for m in SQLITE_CONFLICTS) else DatabaseUnavailable(*args)
