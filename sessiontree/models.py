@@ -140,7 +140,12 @@ class AgentSessionEntry(models.Model):
         COMPLETED = "completed"
         IN_FLIGHT = "in_flight"
 
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="entries")
+    # Keyed by the session's own id (its public key, not the row's pk), so that
+    # every statement of an entry operation names the session by one key: what
+    # a session-sharded keyspace routes by (docs/scale-out.md).
+    session = models.ForeignKey(
+        AgentSession, on_delete=models.CASCADE, related_name="entries", to_field="session_id", db_column="session_id"
+    )
     entry_id = models.CharField(max_length=64)
     parent_entry_id = models.CharField(max_length=64, null=True, blank=True)
     entry_seq = models.PositiveIntegerField()

@@ -34,6 +34,7 @@ def test_id_columns_compare_exactly_on_mysql():
         import_module("sessiontree.migrations.0010_moderation_flags"),
         import_module("sessiontree.migrations.0011_legal_hold_and_retention"),
         import_module("sessiontree.migrations.0013_idempotency_records"),
+        import_module("sessiontree.migrations.0016_lineage_and_entry_session_key"),
     ]
     expected = {
         (
@@ -151,3 +152,60 @@ def test_0016_rebuilds_the_lineage_with_each_tree_keyed_by_its_root():
     assert [s.session_id for s in by_id["src"].get_descendants()] == ["f-b", "f-b-1", "f-a"]
     assert [s.session_id for s in by_id["race-1"].get_descendants()] == ["race-1-fork"]
     assert list(by_id["race-2"].get_descendants()) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0016_keys_every_entry_by_its_sessions_id():
+    """Entries stored under the session row's pk come out under the session's
+    id, in the same sessions, with their unique keys and the foreign key."""
+    from django.db import IntegrityError, connection, transaction
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("sessiontree", "0013_idempotency_records")]
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(before)
+    try:
+        apps = executor.loader.project_state(before).apps
+        session_model = apps.get_model("sessiontree", "AgentSession")
+        entry_model = apps.get_model("sessiontree", "AgentSessionEntry")
+        for n, session_id in enumerate(["alpha", "12345", "beta"], 1):
+            session = session_model.objects.create(
+                session_id=session_id,
+                provider="mysql",
+                tree_id=n,
+                lft=1,
+                rght=2,
+                level=0,
+                entry_count=2,
+                branch_count=1,
+                root_entry_id=f"{session_id}-e1",
+                leaf_entry_id=f"{session_id}-e2",
+            )
+            for seq in (1, 2):
+                entry_model.objects.create(
+                    session=session,
+                    entry_id=f"{session_id}-e{seq}",
+                    parent_entry_id=f"{session_id}-e{seq - 1}" if seq > 1 else None,
+                    entry_seq=seq,
+                    depth=seq - 1,
+                    type="message",
+                    message={"role": "user", "content": f"{session_id} {seq}"},
+                )
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
+    finally:
+        MigrationExecutor(connection).migrate(latest)
+    from sessiontree.models import AgentSessionEntry
+    from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
+
+    stored = sorted(AgentSessionEntry.objects.values_list("session_id", "entry_id"))
+    assert stored == sorted((s, f"{s}-e{seq}") for s in ("alpha", "12345", "beta") for seq in (1, 2))
+    provider = MySQLSessionTreeProvider()
+    assert [e["message"]["content"] for e in provider.list_entries("12345")] == ["12345 1", "12345 2"]
+    assert provider.append_message("alpha", {"role": "user", "content": "after"})["parentId"] == "alpha-e2"
+    with pytest.raises(IntegrityError), transaction.atomic():  # (session, entry_id) is still unique
+        AgentSessionEntry.objects.create(session_id="beta", entry_id="beta-e1", entry_seq=9, type="message")
+    if connection.vendor == "mysql":  # SQLite checks foreign keys only at the end of a transaction
+        with pytest.raises(IntegrityError), transaction.atomic():
+            AgentSessionEntry.objects.create(session_id="nobody", entry_id="x", entry_seq=1, type="message")

@@ -203,7 +203,7 @@ _SELECT_ROW = meta.select_sql([_q("in_flight_entry")])
 _UPDATE_ROW = (
     f"UPDATE {meta.TABLE} SET {_q('leaf_entry_id')} = %s, {_q('root_entry_id')} = %s, {_q('entry_count')} = %s, "
     f"{_q('branch_count')} = %s, {_q('compaction_count')} = %s, {_q('in_flight_entry')} = %s, "
-    f"{_q('first_message_preview')} = %s, {_q('updated_at')} = %s WHERE {_q('id')} = %s"
+    f"{_q('first_message_preview')} = %s, {_q('updated_at')} = %s WHERE {_q('session_id')} = %s"
 )
 
 
@@ -397,7 +397,7 @@ class FileWrite(FileView):
             in_flight,
             state.first_message_preview,
             connection.ops.adapt_datetimefield_value(self.written_at),
-            state.pk,
+            state.session_id,
         ]
 
 

@@ -233,7 +233,6 @@ def test_a_real_deadlock_is_retried_and_never_reaches_the_caller(provider, monke
     for n in range(30):
         provider.append_message("weight", {"role": "user", "content": f"w{n}"})
     dl_pk = AgentSession.objects.get(session_id="dl").pk
-    weight_pk = AgentSession.objects.get(session_id="weight").pk
     retries: list[str] = []
     monkeypatch.setattr(mysql_provider.logger, "info", lambda msg, *args: retries.append(msg % args))
     appended: list[dict] = []
@@ -247,9 +246,9 @@ def test_a_real_deadlock_is_retried_and_never_reaches_the_caller(provider, monke
         cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         cursor.execute("SET SESSION innodb_lock_wait_timeout = 30")
         other.autocommit(False)
-        cursor.execute("UPDATE neta_agent_session_entry SET depth = depth + 1 WHERE session_id = %s", [weight_pk])
+        cursor.execute("UPDATE neta_agent_session_entry SET depth = depth + 1 WHERE session_id = %s", ["weight"])
         cursor.execute(
-            "SELECT id FROM neta_agent_session_entry WHERE session_id = %s AND entry_seq > 1 FOR UPDATE", [dl_pk]
+            "SELECT id FROM neta_agent_session_entry WHERE session_id = %s AND entry_seq > 1 FOR UPDATE", ["dl"]
         )
         errors: list[BaseException] = []
         writer = threading.Thread(target=lambda: errors.extend(run_threads(1, append)))
