@@ -431,3 +431,46 @@ def test_a_node_killed_and_rejoined_by_ist_loses_nothing_and_stores_nothing_twic
     assert re.search(r"Prepared IST receiver for [1-9][0-9]*-", rejoined), rejoined[-3000:]
     assert "IST received" in rejoined and "rsync SST completed" not in rejoined
     assert_identical_copies(galera)
+
+
+# --- the ambiguous commit, across nodes ----------------------------------------------------------
+
+
+def test_a_lost_commit_answer_retried_on_another_node_with_its_key_is_stored_once(galera, provider, settings):
+    """A client's append through node 1 commits, but the answer is lost (MySQL
+    2013 at COMMIT): ``commit_outcome_unknown``. The client sends it again with
+    the same key through node 2: the first entry comes back, replayed, and
+    every node holds it once."""
+    from django.db import connections
+
+    from sessiontree.core.errors import CommitOutcomeUnknown
+    from sessiontree.services import idempotency
+
+    settings.SESSIONTREE_DB_RETRY_SECONDS = 0  # no retry in process: the client retries elsewhere
+    provider.create_session(session_id="ambiguous")
+    wrapper_class = type(connections["default"])
+    real_commit = wrapper_class._commit
+    lost: list[int] = []
+
+    def commit_then_lose(self):
+        real_commit(self)
+        if not lost:
+            lost.append(1)
+            with self.wrap_database_errors:
+                raise self.Database.OperationalError(2013, "Lost connection to server during query")
+
+    keyed = {"session_id": "ambiguous", "message": user("once"), "idempotency_key": "galera-ambiguous-1", **WHO}
+    wrapper_class._commit = commit_then_lose
+    try:
+        with pytest.raises(CommitOutcomeUnknown):
+            entries.append_message(provider=provider, **keyed)
+    finally:
+        wrapper_class._commit = real_commit
+    assert lost == [1]
+    with on_node(galera.nodes[1]):
+        again = entries.append_message(provider=provider, **keyed)
+        replayed = idempotency.replayed()
+    assert replayed and again["message"]["content"] == "once"
+    stored = assert_one_chain(provider, "ambiguous")
+    assert [e["id"] for e in stored] == [again["id"]]
+    assert_identical_copies(galera)
