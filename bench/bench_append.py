@@ -207,7 +207,8 @@ def main() -> None:
     base_tree = tmp / "base"
     subprocess.run(["git", "worktree", "add", "--detach", "-q", str(base_tree), base_rev], cwd=ROOT, check=True)
     trees = {"base": base_tree, "head": ROOT}
-    databases = {name: f"sessiontree_bench_append_{name}" for name in trees}
+    # Named after this run, so that two runs on one server never share a database.
+    databases = {name: f"sessiontree_bench_append_{os.getpid()}_{name}" for name in trees}
     figures: dict[tuple[str, str], list[dict[str, float]]] = {}
     try:
         for name in databases.values():

@@ -278,6 +278,8 @@ STATIC_ROOT = VAR_DIR / "static"
 # --- session tree -----------------------------------------------------------
 SESSIONTREE_FILE_ROOT = os.environ.get("SESSIONTREE_FILE_ROOT", str(VAR_DIR / "sessions"))
 SESSIONTREE_DEFAULT_PROVIDER = os.environ.get("SESSIONTREE_DEFAULT_PROVIDER", "file")
+# Where `sync_sessions --mode import` copies Pi files when --provider is not given.
+SESSIONTREE_SYNC_IMPORT_PROVIDER = os.environ.get("SESSIONTREE_SYNC_IMPORT_PROVIDER", "mysql")
 # The provider registry: kind → class. A kind not listed here is ImproperlyConfigured.
 SESSIONTREE_PROVIDERS = {
     "file": "sessiontree.providers.file_provider.FileSessionTreeProvider",

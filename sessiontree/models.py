@@ -82,8 +82,9 @@ class AgentSession(MPTTModel):
     header = models.JSONField(default=dict, blank=True)
     # Number of entries; the mysql provider's next entry_seq is entry_count + 1.
     # For the file provider, also how much of the file the row has seen: a file
-    # holding more entries was appended to behind the row's back (a crash
-    # between line and row, or Pi itself), and its last entry is the leaf.
+    # holding more entries was appended to behind the row's back (Pi itself),
+    # and its last entry is the leaf; and what tells whether a dead writer's
+    # lines were committed (file_provider, "a writer's intent").
     entry_count = models.PositiveIntegerField(default=0)
     # Tips of the tree (entries without children; 1 for a linear session) and
     # compactions: what the session list shows and filters on.

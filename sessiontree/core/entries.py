@@ -110,7 +110,14 @@ def validate_entry_shape(entry: Any, by_id: Mapping[str, Entry]) -> None:
             # null, or the compaction's own id: a retain-none compaction.
             _require_str(entry, "firstKeptEntryId", allow_empty=False)
         tokens = entry.get("tokensBefore")
-        if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
+        # JSON (and JavaScript, Pi's language) has one number type: 5.0 is
+        # the integer 5, as JSON Schema's "integer" says too.
+        if (
+            isinstance(tokens, bool)
+            or not isinstance(tokens, int | float)
+            or (isinstance(tokens, float) and not tokens.is_integer())
+            or tokens < 0
+        ):
             raise InvalidEntry("compaction entry needs a non-negative integer 'tokensBefore'")
         system_message = entry.get("systemMessage")
         if system_message is not None and (

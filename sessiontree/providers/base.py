@@ -60,6 +60,9 @@ Expected = str | None | Unset
 @runtime_checkable
 class SessionTreeProvider(Protocol):
     kind: str
+    # Whether all of a write lives in the database, so that a caller's outer
+    # transaction.atomic() undoes it too.
+    joins_outer_transaction: bool
 
     # --- sessions ----------------------------------------------------------
     def create_session(

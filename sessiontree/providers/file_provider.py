@@ -9,13 +9,20 @@ the file (the one exception: migrating a v1/v2 file to v3 once, as Pi does).
 
 **The file is the truth.** The row also records the leaf and how many entries
 the file held when the row was last written (``entry_count``). A file that
-holds more (a writer killed between its line and its row update, or Pi
-appending to the file itself) has its last entry as the leaf, as Pi decides
-on load, and its counts follow; the next write stores that in the row.
+holds more (Pi appending to the file itself) has its last entry as the leaf,
+as Pi decides on load, and its counts follow; the next write stores that in
+the row.
 
 A write's lines and its row update (plus the operations layer's audit record)
 are made durable together: the lines are written last inside the database
-transaction, and cut off again if the commit fails.
+transaction, and cut off again if the commit fails. A writer that dies after
+its lines reached the file but before its transaction committed leaves lines
+nobody was told about (a client retrying with its idempotency key would store
+them twice): before writing, the writer leaves an intent beside the file
+(``<file>.writing``: where its lines start, their ids and the entry count the
+row has once they are committed), removed after the commit. Whoever locks the
+file next and finds an intent asks the row (waiting for the dead writer's
+transaction to end): committed, the lines stay; not, they are cut off.
 
 Each process caches the parsed index of every file it has read, keyed by
 (inode, size, mtime); when the file grew, only the appended tail is read.
@@ -31,7 +38,7 @@ import os
 import stat
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -540,6 +547,13 @@ class FileStorage:
                 # opened while we waited for the lock: start again on it.
                 if st.st_ino != os.stat(path).st_ino:
                     continue
+                if os.path.lexists(_intent_path(path)):  # a writer died in its write
+                    if exclusive:
+                        _settle_intent(path, fd, session_id)
+                    else:
+                        fcntl.flock(fd, fcntl.LOCK_UN)  # our own shared lock would block the exclusive one
+                        self._settle_exclusively(path, session_id)
+                        continue
                 try:
                     index = self._refresh(path, fd)
                 except _FileReplaced:
@@ -552,6 +566,20 @@ class FileStorage:
                 return
             finally:
                 os.close(fd)
+
+    @staticmethod
+    def _settle_exclusively(path: Path, session_id: str) -> None:
+        """A reader found a dead writer's intent: settle it under an exclusive lock."""
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise _storage_error(path, exc) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                _settle_intent(path, fd, session_id)
+        finally:
+            os.close(fd)
 
     # --- port: reads ---------------------------------------------------------------------
     def read(self, session_id: str) -> AbstractContextManager[FileView]:
@@ -621,14 +649,17 @@ class FileStorage:
 
         The lines are written last inside the database transaction: a failed
         write rolls the row back, and a failed commit cuts the lines off again
-        (we still hold the lock, so they are the file's last bytes). A commit
-        whose answer was lost is settled by reading the row again: it holds
-        this write's entry count exactly when the commit happened (no other
-        writer of the session's entries can come between: we hold the lock)."""
+        (we still hold the lock, so they are the file's last bytes). A failed
+        COMMIT is settled by the write's intent (``_settle_intent``): a lost
+        answer of a COMMIT that happened is the write done; one that did not
+        happen, a lost connection before the commit (run again by
+        ``db_errors.retrying``)."""
         index = txn.index
         start = os.fstat(fd).st_size
         grown_meanwhile = start != index.size  # a writer ignoring our lock (Pi) appended since the refresh
         end: int | None = None
+        intent: Path | None = None
+        committing = False
         try:
             with db_errors.atomic_unit():
                 with connection.cursor() as cursor:
@@ -636,23 +667,33 @@ class FileStorage:
                 if before_commit is not None:
                     before_commit(txn)
                 if txn.pending:
+                    intent = _write_intent(path, start, txn, fsync=self.fsync)
                     end = start  # from here on, bytes may be in the file
                     end = append_lines(fd, [line for _, line in txn.pending], fsync=self.fsync)
-        except CommitOutcomeUnknown as exc:
-            committed = self._committed(txn) if end is not None else None
-            if committed is False:
-                self._cut_back(path, fd, start)
-                # Nothing was stored: a lost connection before the commit, which may run again.
-                raise db_errors.not_committed(exc) from exc
-            if committed is None:
-                # Cannot tell: the lines stay (the file is the truth for its
-                # entries; the row catches up on the next write), never lost.
+                committing = True
+        except BaseException as exc:
+            if end is not None and committing:
+                # The COMMIT itself failed: it may have happened all the same
+                # (a connection lost while the server committed). The row
+                # says which, once the server has ended the transaction.
                 _forget(path)
-                raise
-        except BaseException:
-            if end is not None:
+                try:
+                    committed = _settle_intent(path, fd, txn.row.session_id)
+                except Exception:
+                    committed = None
+                    logger.warning("%s: whether a write committed is unknown; the next lock settles it", path.name)
+                if isinstance(exc, CommitOutcomeUnknown) and committed is not None:
+                    if committed:
+                        return  # it did: the write stands (its lines stay), as if the answer had come
+                    # It did not, and its lines are cut: a lost connection before the commit, which may run again.
+                    raise db_errors.not_committed(exc) from exc
+            elif end is not None:
                 self._cut_back(path, fd, start)
+            if intent is not None and not committing:
+                _remove_intent(intent)
             raise
+        if intent is not None:
+            _remove_intent(intent)
         if not txn.pending:
             return
         st = os.fstat(fd)
@@ -664,17 +705,6 @@ class FileStorage:
         index.extend([entry for entry, _ in txn.pending])
         index.offset = end
         index.size, index.mtime_ns = st.st_size, st.st_mtime_ns
-
-    @staticmethod
-    def _committed(txn: FileWrite) -> bool | None:
-        """Whether a commit whose answer was lost happened (``None``: the
-        database still cannot say)."""
-        try:
-            db_errors.reset_connection()
-            row = _select_row(txn.state.session_id)
-        except StorageUnavailable:
-            return None
-        return row.meta.entry_count == txn.state.entry_count
 
     @staticmethod
     def _cut_back(path: Path, fd: int, size: int) -> None:
@@ -933,6 +963,99 @@ def _read_locked(path: Path) -> bytes:
         return os.pread(fd, os.fstat(fd).st_size, 0)
     finally:
         os.close(fd)
+
+
+# --- a writer's intent: lines that are not the file's until their row commits -----------
+
+_INTENT_SUFFIX = ".writing"
+_SELECT_COUNT_LOCKED = (
+    f"SELECT {_q('entry_count')} FROM {meta.TABLE} WHERE {_q('session_id')} = %s AND {_q('provider')} = %s"
+)
+
+
+def _intent_path(path: Path) -> Path:
+    return path.with_name(path.name + _INTENT_SUFFIX)
+
+
+def _write_intent(path: Path, start: int, txn: FileWrite, *, fsync: bool) -> Path:
+    """Say, before the first byte, where this write's lines start, which
+    entries they are and the row's entry count once they are committed."""
+    intent = _intent_path(path)
+    record = {"start": start, "entry_count": txn.state.entry_count, "ids": [e.get("id") for e, _ in txn.pending]}
+    fd = os.open(intent, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, orjson.dumps(record))
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return intent
+
+
+def _remove_intent(intent: Path) -> None:
+    with suppress(FileNotFoundError):
+        os.unlink(intent)
+
+
+def _settle_intent(path: Path, fd: int, session_id: str) -> bool | None:
+    """Under the exclusive lock: keep a dead writer's lines if its transaction
+    committed, cut them off if not, then drop its intent. Returns whether it
+    committed (``None``: there was no intent to settle).
+
+    The row is read ``FOR UPDATE``: on a database server the dead writer's
+    transaction may still hold the row (its COMMIT in flight); the read waits
+    until it has ended one way or the other."""
+    intent = _intent_path(path)
+    try:
+        record = orjson.loads(intent.read_bytes())
+        start, expected, ids = int(record["start"]), int(record["entry_count"]), set(record["ids"])
+    except FileNotFoundError:
+        return None
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        # Torn: the writer died writing its intent, before any of its lines.
+        _remove_intent(intent)
+        return None
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            _SELECT_COUNT_LOCKED + (" FOR UPDATE" if connection.features.has_select_for_update else ""),
+            [session_id, KIND],
+        )
+        found = cursor.fetchone()
+    committed = found is not None and int(found[0]) >= expected
+    size = os.fstat(fd).st_size
+    if not committed and size > start:
+        tail = os.pread(fd, size - start, start)
+        if _only_these_entries(tail, ids):
+            _forget(path)
+            os.ftruncate(fd, start)
+            logger.warning(
+                "Cut %d bytes a writer left in %s without committing them (entries %s)",
+                size - start,
+                path.name,
+                ", ".join(sorted(str(i) for i in ids)),
+            )
+        else:  # someone else's lines follow: the file stays as it is (Pi's rule then applies)
+            logger.warning("Left %s as it is: lines other than a dead writer's follow its own", path.name)
+    _remove_intent(intent)
+    return committed
+
+
+def _only_these_entries(tail: bytes, ids: Collection[Any]) -> bool:
+    """Whether ``tail`` holds nothing but lines of the entries ``ids`` (the
+    last one possibly torn), and blank lines."""
+    lines = tail.split(b"\n")
+    for number, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if number == len(lines) - 1:
+                continue  # the torn last line of the dead write
+            return False
+        if not isinstance(entry, dict) or entry.get("id") not in ids:
+            return False
+    return True
 
 
 def _drifted(txn: FileWrite) -> bool:

@@ -699,6 +699,7 @@ class MySQLSessionTreeProvider(TreeProvider):
     """The contract over ``MySQLStorage``."""
 
     kind = KIND
+    joins_outer_transaction = True
 
     def __init__(self) -> None:
         self.storage: MySQLStorage = MySQLStorage()

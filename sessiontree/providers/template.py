@@ -342,6 +342,10 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
 
     kind: str
     storage: SessionStorage
+    # Whether all of a write lives in the database, so that a caller's outer
+    # transaction.atomic() undoes it too (a storage that also writes files
+    # cannot take its bytes back when an outer transaction rolls back).
+    joins_outer_transaction: bool = False
 
     # --- units of work -------------------------------------------------------------
     def transact(

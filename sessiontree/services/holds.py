@@ -45,3 +45,16 @@ def check_not_held(session_ids: Iterable[str], *, what: str) -> None:
             f"Session {hold.session_id} is under a legal hold placed by {hold.placed_by} on "
             f"{_iso(hold.placed_at)} ({hold.reason}); {what} is refused until the hold is released"
         )
+
+
+def list_holds() -> list[dict[str, str]]:
+    """Every hold in force, oldest first: ``{"session_id", "reason", "placed_by", "placed_at"}``."""
+    return [
+        {
+            "session_id": hold.session_id,
+            "reason": hold.reason,
+            "placed_by": hold.placed_by,
+            "placed_at": _iso(hold.placed_at),
+        }
+        for hold in LegalHold.objects.order_by("placed_at", "session_id")
+    ]

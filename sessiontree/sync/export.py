@@ -9,6 +9,7 @@ from pathlib import Path
 
 from sessiontree.core.pi_session_file import serialize_line
 from sessiontree.models import AgentSession, SyncedFile
+from sessiontree.providers.base import RegistersFiles
 from sessiontree.providers.factory import get_provider
 from sessiontree.selectors.export import export_entries
 
@@ -53,7 +54,7 @@ def _export_session(row: AgentSession, target: Path, options: SyncOptions, resul
     if session is None:
         raise Skip(f"gone: session {session_id} was deleted meanwhile")
     kind = session["provider"]
-    if kind == "file" and same_file(session, target):
+    if same_file(session, target):
         raise Skip(f"is the session's own file: session {session_id} is stored in it")
     key = path_key(target)
     mark = SyncedFile.objects.filter(mode="export", path_key=key).first()
@@ -64,9 +65,9 @@ def _export_session(row: AgentSession, target: Path, options: SyncOptions, resul
     if (
         mark is not None
         and current is not None
-        # A file session is compared by its bytes: its file may change in
-        # place with its count unchanged (an erase rewrites it).
-        and kind != "file"
+        # A session kept in a file is compared by its bytes: its file may
+        # change in place with its count unchanged (an erase rewrites it).
+        and not isinstance(get_provider(kind), RegistersFiles)
         and mark.session_id == session_id
         and mark.session_entry_count == stored_entry_count(session)
         and stat_matches(mark, FileStat.of(current))

@@ -284,7 +284,7 @@ def _rewritten(
         SyncedFile.objects.filter(pk=mark.pk).delete()
         _import_new(fd, probe, st, options, result, provider_kind=provider_kind)
 
-    if provider_kind == "mysql":
+    if get_provider(provider_kind).joins_outer_transaction:
         with transaction.atomic():  # the old session goes only if the new one is stored
             replace()
     else:

@@ -41,7 +41,7 @@ def index_file(probe: Probe, options: SyncOptions, result: FileResult) -> FileRe
     assert isinstance(provider, RegistersFiles)
     row = session_meta(session_id)
     mark = SyncedFile.objects.filter(mode="index", path_key=path_key(path)).first()
-    if row is not None and (row["provider"] != "file" or not same_file(row, path)):
+    if row is not None and (row["provider"] != provider.kind or not same_file(row, path)):
         where = row["session_file"] or f"the {row['provider']} provider"
         raise Skip(f"already registered: session {session_id} is {where}")
     fd = open_file(path)
@@ -63,7 +63,7 @@ def index_file(probe: Probe, options: SyncOptions, result: FileResult) -> FileRe
         if row is None:
             return _register(probe, options, result, st, quick)
         title: Any = quick.title if quick.named else UNSET
-        saver = _index_mark(probe, st, quick.complete_bytes, quick.lines, grown_from, mark)
+        saver = _index_mark(probe, st, quick.complete_bytes, quick.lines, grown_from, mark, provider.kind)
         changes = session_ops.refresh_session(
             session_id=session_id,
             actor=options.actor,
@@ -84,7 +84,13 @@ def index_file(probe: Probe, options: SyncOptions, result: FileResult) -> FileRe
 
 
 def _index_mark(
-    probe: Probe, st: FileStat, complete_bytes: int, lines: int, start: int, mark: SyncedFile | None
+    probe: Probe,
+    st: FileStat,
+    complete_bytes: int,
+    lines: int,
+    start: int,
+    mark: SyncedFile | None,
+    kind: str,
 ) -> Callable[[int], None]:
     def save(entry_count: int) -> None:
         # Lines that are not entries (malformed, stray headers): the header is one of the lines from 0.
@@ -94,7 +100,7 @@ def _index_mark(
         mark_saver(
             "index",
             probe,
-            "file",
+            kind,
             stat=st,
             offset=complete_bytes,
             entry_count=entry_count,
@@ -127,7 +133,7 @@ def _register(probe: Probe, options: SyncOptions, result: FileResult, st: FileSt
         title=quick.title,
         created_at=parse_time(header.get("timestamp")),
         activity_at=quick.last_timestamp,
-        also=_index_mark(probe, st, quick.complete_bytes, quick.lines, 0, None),
+        also=_index_mark(probe, st, quick.complete_bytes, quick.lines, 0, None, options.registering_kind),
     )
     result.action = CREATED
     result.entries = session.get("entry_count", 0)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from sessiontree.core.errors import BadInput
-from sessiontree.providers.factory import check_kind
+from sessiontree.providers.factory import check_kind, file_registering_provider
 from sessiontree.services.audit import SYNC_ACTOR, Actor
 
 MODES: tuple[str, ...] = ("index", "import", "export")
@@ -17,7 +19,9 @@ CHANNEL = "sync"
 @dataclass
 class SyncOptions:
     mode: str = "import"
-    provider: str | None = None  # None: file for index, mysql for import, every provider for export
+    # None: the provider that registers files in place for index,
+    # SESSIONTREE_SYNC_IMPORT_PROVIDER for import, every provider for export.
+    provider: str | None = None
     dry_run: bool = False
     workers: int = 1
     on_rewrite: str = "report"
@@ -38,11 +42,21 @@ class SyncOptions:
             raise BadInput("--workers must be at least 1")
         if self.provider is not None:
             self.provider = check_kind(self.provider)
-        if self.mode == "index" and self.provider not in (None, "file"):
-            raise BadInput("index registers files in place as file sessions: --provider must be file")
+        if self.mode == "index" and self.provider not in (None, self.registering_kind):
+            raise BadInput(
+                f"index registers files in place as {self.registering_kind} sessions: "
+                f"--provider must be {self.registering_kind}"
+            )
+
+    @property
+    def registering_kind(self) -> str:
+        """The kind of the provider that adopts Pi files where they lie."""
+        return file_registering_provider().kind
 
     @property
     def target_kind(self) -> str:
         if self.provider is not None:
             return self.provider
-        return "file" if self.mode == "index" else "mysql"
+        if self.mode == "index":
+            return self.registering_kind
+        return check_kind(settings.SESSIONTREE_SYNC_IMPORT_PROVIDER)

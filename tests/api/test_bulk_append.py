@@ -92,3 +92,17 @@ def test_a_taken_entry_id_is_a_conflict(api: Api, kind: str) -> None:
     ]:
         error_of(api.client.post(url, body, format="json"), 409, "entry_id_taken")
     assert api.get(f"/api/sessions/{sid}/")["entry_count"] == 1
+
+
+def test_an_integral_number_is_an_integer(api: Api, kind: str) -> None:
+    """JSON Schema's ``integer`` (and JavaScript, Pi's language) takes 7.0
+    for 7: a compaction whose ``tokensBefore`` is 7.0 matches the schema, so
+    the server takes it (Schemathesis found the 400); 7.5 stays refused."""
+    sid = api.create_session(kind)["session_id"]
+    first = api.say(sid, "hi")
+    compaction = {"type": "compaction", "summary": "s", "firstKeptEntryId": first["id"], "tokensBefore": 7.0}
+    written = api.post(f"/api/sessions/{sid}/bulk-append/", {"entries": [compaction]}, expected=201)["entries"]
+    assert written[0]["tokensBefore"] == 7
+    assert api.get(f"/api/sessions/{sid}/context/")["messages"][0]["role"] == "compactionSummary"
+    refused = api.call("post", f"/api/sessions/{sid}/entries/", 400, {"entry": {**compaction, "tokensBefore": 7.5}})
+    assert "tokensBefore" in refused["error"]["message"]

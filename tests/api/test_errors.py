@@ -156,7 +156,7 @@ def test_unknown_path_method_media_type_and_accept(api, session_id):
     error_of(api.client.get("/api/nothing-here/"), 404, "not_found")
     error_of(api.client.get(f"/api/sessions/{session_id}/entries/a/b/c/"), 404, "not_found")
     error_of(api.client.put(f"/api/sessions/{session_id}/", {}, format="json"), 405, "method_not_allowed")
-    error_of(api.client.delete(f"/api/sessions/{session_id}/entries/abc/"), 405, "method_not_allowed")
+    error_of(api.client.put(f"/api/sessions/{session_id}/entries/abc/", {}, format="json"), 405, "method_not_allowed")
     error_of(api.client.get(f"/api/sessions/{session_id}/archive/"), 405, "method_not_allowed")
     error_of(raw_post(api.client, "/api/sessions/", b"title=x", "text/plain"), 415, "unsupported_media_type")
     error_of(

@@ -617,6 +617,7 @@ METHOD_CALLS = {
     "append_usage": lambda p, sid, eid: p.append_usage(sid, "cache_warm", "p", "m", {"input": 1}),
     "begin_in_flight_entry": lambda p, sid, eid: p.begin_in_flight_entry(sid, {"type": "message", "message": user("")}),
     "update_in_flight_entry": lambda p, sid, eid: p.update_in_flight_entry(sid, eid, {}),
+    "abort_in_flight_entry": lambda p, sid, eid: p.abort_in_flight_entry(sid, eid),
     "switch_leaf": lambda p, sid, eid: p.switch_leaf(sid, eid),
     "reset_leaf": lambda p, sid, eid: p.reset_leaf(sid),
     "create_branched_session": lambda p, sid, eid: p.create_branched_session(sid, eid),
