@@ -392,6 +392,10 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "StatusEnum": "sessiontree.api.serializers.SESSION_STATUSES",
         "ReviewStatusEnum": "roleplay.api.serializers.REVIEW_STATUSES",
+        # A second "kind" enum (an erase's places) must not rename the first one.
+        "KindEnum": "roleplay.api.serializers.PROVENANCE_KINDS",
+        "EraseScopeEnum": "sessiontree.services.erasure.SCOPES",
+        "ErasePlaceKindEnum": "sessiontree.services.erasure.KINDS",
     },
 }
 

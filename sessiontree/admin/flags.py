@@ -4,12 +4,15 @@ Filters by category, status, source and by the flagged session's agent, user
 and provider; each row opens the session's tree page at the flagged entry.
 Bulk actions call the operations layer (``sessiontree.services``) as the
 signed-in user on the ``admin`` channel: dismiss, hide the entries from the
-model (and mark the flags actioned), archive their sessions (likewise).
+model (and mark the flags actioned), erase them in place with their copies
+and summaries (after a confirmation page listing every place, with a
+reason; likewise), archive their sessions (likewise).
 Flags are never added or edited here: they are opened where the entry is
 shown, by the API, or by the classifiers.
 
 Who: ``resolve_flag`` to see the queue and act on it (``flag_entry`` holders
-see it too); hiding and archiving also need ``moderate_session``.
+see it too); hiding and archiving also need ``moderate_session``, erasing
+``erase_entry`` (separate from moderation).
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
+from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.http import urlencode
@@ -26,6 +31,8 @@ from django.utils.http import urlencode
 from sessiontree import services
 from sessiontree.core.errors import SessionTreeError
 from sessiontree.models import Agent, AgentSession, ModerationFlag
+
+from .erasing import EraseForm, erase_report, place_rows
 
 CHANNEL = "admin"
 NOTE_SHOWN = 80
@@ -119,7 +126,7 @@ class ModerationFlagAdmin(admin.ModelAdmin):
     search_fields = ("session_id", "entry_id", "note", "opened_by")
     ordering = ("opened_at", "id")
     list_per_page = 100
-    actions = ("dismiss_flags", "hide_entries", "archive_sessions")
+    actions = ("dismiss_flags", "hide_entries", "erase_entries", "archive_sessions")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ModerationFlag]:
         return (
@@ -156,6 +163,11 @@ class ModerationFlagAdmin(admin.ModelAdmin):
     def has_moderate_permission(self, request: HttpRequest) -> bool:
         return bool(
             request.user.has_perm("sessiontree.resolve_flag") and request.user.has_perm("sessiontree.moderate_session")
+        )
+
+    def has_erase_permission(self, request: HttpRequest) -> bool:
+        return bool(
+            request.user.has_perm("sessiontree.resolve_flag") and request.user.has_perm("sessiontree.erase_entry")
         )
 
     # --- columns --------------------------------------------------------------------------------------
@@ -222,3 +234,81 @@ class ModerationFlagAdmin(admin.ModelAdmin):
             self._resolve(request, flag, "actioned", "session archived")
 
         self._each_open(request, queryset, "Archived the sessions of", act)
+
+    @admin.action(
+        description="Erase the flagged entries in place, with copies and summaries (and action the flags)…",
+        permissions=["erase"],
+    )
+    def erase_entries(self, request: HttpRequest, queryset: QuerySet[ModerationFlag]) -> TemplateResponse | None:
+        """After a confirmation page that lists every place each erase changes
+        (dry runs) and asks for a reason and a scope: one
+        ``moderation.erase_entry`` per flagged entry, then its open flags are
+        actioned."""
+        flags = list(queryset.filter(status=ModerationFlag.Status.OPEN).order_by("opened_at", "id"))
+        if not flags:
+            messages.info(request, "No open flag was selected: nothing was done.")
+            return None
+        entries: dict[tuple[str, str], list[ModerationFlag]] = {}
+        for flag in flags:
+            entries.setdefault((flag.session_id, flag.entry_id), []).append(flag)
+        form = EraseForm(request.POST) if request.POST.get("post") == "yes" else EraseForm(initial={"scope": "all"})
+        if form.is_bound and form.is_valid():
+            self._erase_each(request, entries, form.cleaned_data["reason"], form.cleaned_data["scope"])
+            return None
+        asked = request.POST.get("scope")
+        scope = asked if asked in EraseForm.SCOPES else "all"
+        previews = []
+        for (session_id, entry_id), of_entry in entries.items():
+            preview: dict[str, Any] = {"session_id": session_id, "entry_id": entry_id, "flags": of_entry}
+            try:
+                dry = services.moderation.erase_entry(
+                    session_id=session_id,
+                    entry_id=entry_id,
+                    reason="dry run",
+                    scope=scope,
+                    dry_run=True,
+                    actor=request.user,
+                    channel=CHANNEL,
+                )
+            except SessionTreeError as exc:
+                preview["error"] = f"{exc.code}: {exc}"
+            else:
+                preview.update({"places": place_rows(dry["changed"]), "outside": dry["outside"]})
+            previews.append(preview)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Erase the flagged entries for good",
+            "opts": self.opts,
+            "form": form,
+            "previews": previews,
+            "flags": flags,
+            "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+            "media": self.media,
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/sessiontree/moderationflag/erase_selected.html", context)
+
+    def _erase_each(
+        self,
+        request: HttpRequest,
+        entries: dict[tuple[str, str], list[ModerationFlag]],
+        reason: str,
+        scope: str,
+    ) -> None:
+        for (session_id, entry_id), of_entry in entries.items():
+            try:
+                result = services.moderation.erase_entry(
+                    session_id=session_id,
+                    entry_id=entry_id,
+                    reason=reason,
+                    scope=scope,
+                    actor=request.user,
+                    channel=CHANNEL,
+                )
+                for flag in of_entry:
+                    self._resolve(request, flag, "actioned", "erased")
+            except SessionTreeError as exc:
+                messages.error(request, f"{session_id}/{entry_id} not erased: {exc.code}: {exc}")
+                continue
+            for level, line in erase_report(result):
+                messages.add_message(request, level, line)

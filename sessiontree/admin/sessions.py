@@ -59,10 +59,12 @@ from sessiontree.services.operations import Operation
 
 from . import plugins
 from .entry_display import describe_entry, entry_fields, message_text, shorten, to_json
+from .erasing import EraseForm, erase_report, erase_summary, place_rows
 from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter, OnLegalHoldFilter
 from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm
 
 CLOSED = (AgentSession.Status.ARCHIVED, AgentSession.Status.DELETED)
+ERASE_PERMISSION = "sessiontree.erase_entry"
 AUDIT_ROWS = 50
 # A path longer than PATH_SHOWN shows its first PATH_HEAD and last PATH_TAIL ids.
 PATH_SHOWN, PATH_HEAD, PATH_TAIL = 120, 20, 80
@@ -356,6 +358,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
             route("<path:object_id>/tree/compare/", self.compare_view, "tree_compare"),
             route("<path:object_id>/tree/export/", self.export_view, "tree_export"),
             route("<path:object_id>/tree/action/<str:action>/", self.action_view, "tree_action"),
+            route("<path:object_id>/tree/erase/<str:entry_id>/", self.erase_view, "tree_erase"),
             route("<path:object_id>/hold/", self.hold_view, "hold"),
             *super().get_urls(),
         ]
@@ -380,6 +383,9 @@ class AgentSessionAdmin(admin.ModelAdmin):
         urls["compare"] = reverse("admin:sessiontree_agentsession_tree_compare", args=[row.pk])
         urls["export"] = reverse("admin:sessiontree_agentsession_tree_export", args=[row.pk])
         urls["hold"] = reverse("admin:sessiontree_agentsession_hold", args=[row.pk])
+        urls["erase"] = reverse("admin:sessiontree_agentsession_tree_erase", args=[row.pk, marker]).replace(
+            f"{marker}/", ""
+        )
         urls["action"] = reverse("admin:sessiontree_agentsession_tree_action", args=[row.pk, "ACTION"]).replace(
             "ACTION/", ""
         )
@@ -432,6 +438,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
             "urls": self._urls(row),
             "can_moderate": can_moderate,
             "can_act": can_moderate and not closed,
+            "can_erase": request.user.has_perm(ERASE_PERMISSION),
             "closed": closed,
             "no_leaf": NO_LEAF,
         }
@@ -624,6 +631,67 @@ class AgentSessionAdmin(admin.ModelAdmin):
         self.log_change(request, row, message)
         messages.success(request, message)
         return HttpResponseRedirect(back)
+
+    def erase_view(self, request: HttpRequest, object_id: str, entry_id: str) -> HttpResponse:
+        """Erase an entry in place (``moderation.erase_entry``): a page that
+        lists every place the erase would change (a dry run), asks for a
+        reason and the scope, and after the erase says what was erased. Needs
+        ``erase_entry`` (not moderation's permission); archived and deleted
+        sessions too."""
+        row = self._session(request, object_id)
+        if not request.user.has_perm(ERASE_PERMISSION):
+            raise PermissionDenied
+        provider = get_provider_for_session(row.session_id)
+        entry = self._read(lambda: provider.get_entry(row.session_id, entry_id))
+        if request.method not in ("GET", "POST"):
+            return HttpResponseNotAllowed(["GET", "POST"])
+        asked = (request.POST if request.method == "POST" else request.GET).get("scope")
+        scope = asked if asked in EraseForm.SCOPES else "all"
+        form = EraseForm(request.POST) if request.method == "POST" else EraseForm(initial={"scope": scope})
+        context = self._page_context(request, row, f"Erase entry {entry_id}")
+        marker, preview = describe_entry(entry)
+        context.update({"entry_id": entry_id, "marker": marker, "preview": preview, "scope": scope})
+        if request.method == "POST" and form.is_valid():
+            try:
+                result = services.moderation.erase_entry(
+                    session_id=row.session_id,
+                    entry_id=entry_id,
+                    reason=form.cleaned_data["reason"],
+                    scope=form.cleaned_data["scope"],
+                    provider=provider,
+                    actor=request.user,
+                    channel=CHANNEL,
+                )
+            except SessionTreeError as exc:
+                context["error"] = f"{exc.code}: {exc}"
+            else:
+                summary = erase_summary(entry_id, result)
+                self.log_change(request, row, f"{summary} Reason: {form.cleaned_data['reason']}")
+                for level, line in erase_report(result):
+                    messages.add_message(request, level, line)
+                return HttpResponseRedirect(self._tree_url(row.pk, focus=entry_id))
+        try:
+            dry_run = services.moderation.erase_entry(
+                session_id=row.session_id,
+                entry_id=entry_id,
+                reason="dry run",
+                scope=scope,
+                dry_run=True,
+                provider=provider,
+                actor=request.user,
+                channel=CHANNEL,
+            )
+        except SessionTreeError as exc:
+            context.setdefault("error", f"{exc.code}: {exc}")
+            dry_run = None
+        context.update(
+            {
+                "form": form,
+                "dry_run": dry_run,
+                "places": place_rows(dry_run["changed"]) if dry_run else [],
+            }
+        )
+        return TemplateResponse(request, "admin/sessiontree/tree/erase.html", context)
 
     def action_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
         if request.method != "POST":

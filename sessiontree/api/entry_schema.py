@@ -50,6 +50,10 @@ NON_EMPTY: Schema = {"type": "string", "minLength": 1}
 ANY: Schema = {"description": "Any JSON value."}
 OBJECT: Schema = {"type": "object", "additionalProperties": {}}
 EPOCH_MS: Schema = {"type": "number", "description": "Milliseconds since 1970 (JavaScript's Date.now())."}
+# JSON integers the server keeps exactly: 64 bits. A longer integer is read as
+# a float (as JavaScript, Pi's language, reads it), which an integer field
+# would then not be: the schema bounds them, so such a value is refused.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _tagged(
@@ -202,7 +206,7 @@ MESSAGES: dict[str, Schema] = {
         {
             "command": STRING,
             "output": STRING,
-            "exitCode": {"type": "integer", "nullable": True},
+            "exitCode": {"type": "integer", "nullable": True, "minimum": INT64_MIN, "maximum": INT64_MAX},
             "cancelled": {"type": "boolean"},
             "truncated": {"type": "boolean"},
             "fullOutputPath": STRING,
@@ -293,7 +297,7 @@ TYPED_FIELDS: dict[str, tuple[Schema, list[str], str]] = {
             "firstKeptEntryId": nullable(
                 {**NON_EMPTY, "description": "The first entry kept; its own id (or null) keeps none."}
             ),
-            "tokensBefore": {"type": "integer", "minimum": 0},
+            "tokensBefore": {"type": "integer", "minimum": 0, "maximum": INT64_MAX},
             "details": ANY,
             "fromHook": ANY,
             "usage": nullable(OBJECT),

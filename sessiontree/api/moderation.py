@@ -9,6 +9,9 @@
 - ``POST /api/flags/{flag_id}/resolve/``: ``resolve_flag``.
 - ``POST /api/sessions/{id}/entries/{entry_id}/hide/`` and ``…/unhide/``:
   whoever may change the session (its owner, or ``moderate_session``).
+- ``POST /api/sessions/{id}/entries/{entry_id}/erase/``: ``erase_entry``
+  (separate from moderation; an owner needs it too, since an erase reaches
+  every copy in the lineage), on a session the user may see.
 
 Each write is one call to ``sessiontree.services.moderation`` on the ``api``
 channel, audited there.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -29,17 +33,25 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.viewsets import GenericViewSet
 
-from sessiontree.core.types import UNSET
+from sessiontree.core.types import UNSET, Unset
 from sessiontree.models import ModerationFlag
-from sessiontree.services import moderation
+from sessiontree.services import erasure, moderation, versions
 
 from .pagination import SessionCursorPagination
 from .permissions import VIEW_ALL, sees_all_sessions, visible_sessions
-from .serializers import EntrySerializer, InputSerializer, StrictCharField, entry_id_field, session_lookup_field
+from .serializers import (
+    EntrySerializer,
+    InputSerializer,
+    StrictBooleanField,
+    StrictCharField,
+    entry_id_field,
+    session_lookup_field,
+)
 from .views import CHANNEL, IdempotentWrites, SessionScopedViewSet, parse
 
 FLAG_ENTRY = "sessiontree.flag_entry"
 RESOLVE_FLAG = "sessiontree.resolve_flag"
+ERASE_ENTRY = "sessiontree.erase_entry"
 MODERATION_TAG = ["moderation"]
 
 
@@ -114,17 +126,58 @@ class UnhideSerializer(InputSerializer):
     expected_leaf_id = entry_id_field(required=False, allow_null=True)
 
 
+class EraseSerializer(InputSerializer):
+    """Why, how far, and whether only to list what would change."""
+
+    reason = StrictCharField(
+        max_length=erasure.MAX_REASON,
+        # One pattern (the schema shows one): not only blanks, and no NUL.
+        validators=[
+            RegexValidator(r"^[^\x00]*[^\x00\t\n\x0b\x0c\r ][^\x00]*$", "A reason needs more than blanks (and no NUL).")
+        ],
+        help_text="Why the text must go (a request, a ticket, a law): kept whole in the audit record.",
+    )
+    scope = serializers.ChoiceField(
+        choices=list(erasure.SCOPES),
+        required=False,
+        help_text=(
+            "all (default): the entry, every copy of it in the session's lineage, the summaries made from it "
+            "and the content of context edits that hid or restored it; entry: this session's entry only."
+        ),
+    )
+    dry_run = StrictBooleanField(required=False, help_text="List every place that would change; change nothing.")
+
+
+class ErasePlaceSerializer(serializers.Serializer):
+    session_id = serializers.CharField(read_only=True)
+    entry_id = serializers.CharField(read_only=True)
+    kind = serializers.ChoiceField(
+        choices=list(erasure.KINDS),
+        read_only=True,
+        help_text="entry (the one named), copy (a copy of it, or a context edit carrying its content), summary.",
+    )
+
+
+class EraseResultSerializer(serializers.Serializer):
+    """Every place an erase changed (a dry run: would change), and the files
+    outside the store that still hold the entry (sync's sources and exports)."""
+
+    changed = ErasePlaceSerializer(many=True, read_only=True)
+    outside = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+
 # --- on one entry -------------------------------------------------------------------------------------
 
 
 class EntryModerationViewSet(SessionScopedViewSet):
-    """Flag, hide and unhide one entry of a session."""
+    """Flag, hide, unhide and erase one entry of a session."""
 
     queryset = ModerationFlag.objects.none()
     bodies: dict[str, type[serializers.Serializer]] = {
         "flags": FlagCreateSerializer,
         "hide": HideSerializer,
         "unhide": UnhideSerializer,
+        "erase": EraseSerializer,
     }
 
     def get_serializer_class(self) -> type[serializers.Serializer]:
@@ -164,6 +217,15 @@ class EntryModerationViewSet(SessionScopedViewSet):
                 super().check_permissions(request)
             self.session_row()
             return
+        # Erasing is its own permission, not moderation's: seeing the session
+        # (404 otherwise, as if it did not exist) and erase_entry.
+        if getattr(self, "action", None) == "erase":
+            if not (request.user and request.user.is_authenticated):
+                super().check_permissions(request)
+            self.session_row()
+            if not (request.user.is_active and request.user.has_perm(ERASE_ENTRY)):
+                raise PermissionDenied("Erasing entries needs the sessiontree.erase_entry permission.")
+            return
         super().check_permissions(request)
 
     @extend_schema(
@@ -196,6 +258,46 @@ class EntryModerationViewSet(SessionScopedViewSet):
             **self.writing(), entry_id=entry_id, expected_leaf_id=data.get("expected_leaf_id", UNSET)
         )
         return Response(entry, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        tags=MODERATION_TAG,
+        summary=(
+            "Erase an entry in place with every copy and the summaries made from it "
+            "(irreversible, audited; needs erase_entry)"
+        ),
+        description=(
+            "Replaces the text of the entry (message content, tool-call arguments, tool results, details, custom "
+            'data, summary text) with the marker "[erased]" and keeps type, id, parentId, timestamp and the role, '
+            "so every path and context still works. Scope all (the default) also erases every copy of it in the "
+            "session's lineage (forks, clones, also after their source was deleted for good), every compaction and "
+            "branch summary made from it, and the content of context edits that hid or restored it. Files the "
+            "folder sync copied the session from or to that still hold it are named in outside, not changed. "
+            "dry_run lists every place that would change and changes nothing. Audited (who, the reason, the "
+            "entries, a SHA-256 of their bytes, never the content). 409 session_on_hold when the session or a "
+            "session holding a copy is under a legal hold, entry_in_flight for an entry still streaming."
+        ),
+        request=EraseSerializer,
+        responses=EraseResultSerializer,
+    )
+    @action(detail=False, methods=["post"], url_path="erase")
+    def erase(self, request: Request, session_id: str, entry_id: str) -> Response:
+        data = parse(EraseSerializer, request.data)
+        provider = self.provider()
+        expected = self.expected_etag()
+        if not isinstance(expected, Unset):
+            current = provider.get_session(self.session_id)
+            versions.check(expected, versions.session_etag(current or {}), f"Session {self.session_id}")
+        result = moderation.erase_entry(
+            session_id=self.session_id,
+            entry_id=entry_id,
+            reason=data["reason"],
+            scope=data.get("scope", "all"),
+            dry_run=data.get("dry_run", False),
+            provider=provider,
+            actor=request.user,
+            channel=CHANNEL,
+        )
+        return Response(EraseResultSerializer(result).data)
 
 
 # --- the queue ----------------------------------------------------------------------------------------
@@ -264,4 +366,4 @@ class FlagViewSet(IdempotentWrites, GenericViewSet):
         return Response(flag)
 
 
-__all__ = ["VIEW_ALL", "EntryModerationViewSet", "FlagViewSet", "is_moderator"]
+__all__ = ["ERASE_ENTRY", "VIEW_ALL", "EntryModerationViewSet", "FlagViewSet", "is_moderator"]

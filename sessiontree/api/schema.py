@@ -181,6 +181,7 @@ IF_MATCH_ON_TAG = {
     ("post", "/api/sessions/{session_id}/archive/"),
     ("post", "/api/sessions/{session_id}/restore/"),
     ("patch", "/api/sessions/{session_id}/entries/{entry_id}/"),
+    ("post", "/api/sessions/{session_id}/entries/{entry_id}/erase/"),
 }
 
 # Query parameters whose schema says more than django-filter's extension can.

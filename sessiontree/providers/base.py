@@ -34,7 +34,7 @@ from sessiontree.core.errors import (
 from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot, SessionTreeSession, Unset
 
 if TYPE_CHECKING:
-    from .port import MetaRecount, StoredScan, TornTailCut
+    from .port import EntryErasure, ErasureDone, MetaRecount, StoredScan, TornTailCut
 
 __all__ = [
     "UNSET",
@@ -152,6 +152,11 @@ class SessionTreeProvider(Protocol):
     def recompute_meta(
         self, session_id: str, *, before_commit: Callable[[MetaRecount], None] | None = None
     ) -> MetaRecount: ...
+
+    # --- erase: the one audited rewrite of completed entries (services/erasure.py) ----
+    def erase_entries(
+        self, session_id: str, erasure: EntryErasure, *, before_commit: Callable[[ErasureDone], None] | None = None
+    ) -> ErasureDone: ...
 
 
 @runtime_checkable

@@ -243,6 +243,13 @@ UPDATE_IN_FLIGHT_SQL = (
 )
 
 
+# An erase (the audited exception to immutable rows): a completed row's
+# payload rewritten in place, its id, parent and place kept.
+ERASE_SQL = (
+    f"UPDATE {TABLE} SET {', '.join(f'{quote(n)} = %s' for n in (*PAYLOAD_COLUMN_NAMES, 'extra'))} "
+    f"WHERE {SESSION_COLUMN} = %s AND {quote('entry_id')} = %s AND {quote('status')} = %s"
+)
+
 _payload_values = itemgetter(*PAYLOAD_COLUMN_NAMES, "extra")
 
 
@@ -441,6 +448,11 @@ def _packed(rows: Iterable[bytes]) -> list[bytes]:
 def update_in_flight_params(session_key: str, entry: Entry, *, status: str, in_flight_status: str) -> list[Any]:
     values = encode_entry(entry)
     return [*(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra")), status, session_key, entry["id"], in_flight_status]
+
+
+def erase_params(session_key: str, entry: Entry, *, status: str) -> list[Any]:
+    values = encode_entry(entry)
+    return [*(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra")), session_key, entry["id"], status]
 
 
 def db_now() -> Any:

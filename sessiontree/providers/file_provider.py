@@ -33,6 +33,8 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
+import glob
+import hashlib
 import logging
 import os
 import stat
@@ -54,6 +56,7 @@ from sessiontree.core.errors import (
     CommitOutcomeUnknown,
     CorruptSessionTree,
     EntryNotFound,
+    ImmutableEntry,
     InvalidSessionId,
     SessionAlreadyExists,
     SessionNotFound,
@@ -63,12 +66,34 @@ from sessiontree.core.errors import (
 from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import EntryParents, TreeStats, tree_stats
 from sessiontree.core.pi_session_file import append_lines, migrate_to_current_version, serialize_file, serialize_line
-from sessiontree.core.session_reader import SessionReader, gc_paused, read_chunks, read_session_bytes, whole_lines_end
+from sessiontree.core.session_reader import (
+    BLANK,
+    MALFORMED,
+    SessionReader,
+    decode_line,
+    gc_paused,
+    is_session_header,
+    read_chunks,
+    read_session_bytes,
+    whole_lines_end,
+)
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts, scan_session_bytes
 
 from . import db_errors, meta
-from .port import BeforeCommit, MetaRecount, SessionState, StoredScan, StoredWrite, TornTailCut, TreeFields
+from .port import (
+    BeforeCommit,
+    EntryErasure,
+    ErasedEntry,
+    ErasureDone,
+    MetaRecount,
+    RewrittenFile,
+    SessionState,
+    StoredScan,
+    StoredWrite,
+    TornTailCut,
+    TreeFields,
+)
 from .template import TreeProvider
 
 KIND = "file"
@@ -924,6 +949,134 @@ class FileStorage:
             _forget(path)  # the parsed copy of the file is stale now
         return cut
 
+    # --- port: erase --------------------------------------------------------------------
+    def erase(
+        self, session_id: str, erasure: EntryErasure, *, before_commit: Callable[[ErasureDone], None] | None
+    ) -> ErasureDone:
+        """Rewrite the selected entries' lines under the file's exclusive lock:
+        the file is written anew beside itself (``<name>.erasing``, fsynced)
+        and renamed over itself last inside the database transaction that
+        updates the row and runs ``before_commit``; the backups this storage
+        wrote of the file (``.pre-v3.bak``, ``.torn-*.bak``) likewise. Lines
+        that are no entry pass through ``erasure.erase_line``. Other
+        processes notice the new inode and read the file again."""
+        path = self._path(_select_row(session_id))
+        while True:
+            with self._open(path, session_id, exclusive=True) as (fd, index):
+                row = _select_row(session_id)  # under the lock
+                actual = self._path(row)
+                if actual != path:
+                    path = actual
+                    continue
+                return self._erase_locked(path, fd, FileWrite(row, index), erasure, before_commit)
+
+    def _erase_locked(
+        self,
+        path: Path,
+        fd: int,
+        txn: FileWrite,
+        erasure: EntryErasure,
+        before_commit: Callable[[ErasureDone], None] | None,
+    ) -> ErasureDone:
+        index = txn.index
+        session_id = txn.state.session_id
+        replacements = dict(erasure.select(txn))
+        in_flight = txn.in_flight_entry
+        if in_flight is not None and in_flight["id"] in replacements:
+            raise ImmutableEntry(
+                f"Entry {in_flight['id']} of session {session_id} is in flight: complete or abort it first"
+            )
+        for entry_id in replacements:
+            if entry_id not in index.by_id:
+                raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
+        done = ErasureDone(session_id=session_id)
+        temps: list[tuple[Path, Path]] = []  # (written, to be renamed over)
+        try:
+            written = self._rewrite_file(path, fd, replacements, erasure, done)
+            if written is not None:
+                temps.append((written, path))
+            for backup in _backups_of(path):
+                cleaned = _rewrite_backup(backup, erasure)
+                if cleaned is not None:
+                    temps.append((cleaned, backup))
+                    done.backups.append(str(backup))
+            if not temps:
+                return done
+            if done.erased:
+                now = {erased.entry_id: erased.entry for erased in done.erased}
+                txn.state.first_message_preview = first_message_preview(now.get(e["id"], e) for e in index.entries)
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute(_UPDATE_ROW, txn.row_params())
+                if before_commit is not None:
+                    before_commit(done)
+                # Last: a failed rename rolls the database writes back.
+                while temps:
+                    temp, target = temps[0]
+                    os.replace(temp, target)
+                    temps.pop(0)
+                _fsync_folder(path.parent)
+        finally:
+            for temp, _target in temps:
+                temp.unlink(missing_ok=True)
+            _forget(path)  # the parsed copy of the file is stale now
+        return done
+
+    def _rewrite_file(
+        self, path: Path, fd: int, replacements: dict[str, Entry], erasure: EntryErasure, done: ErasureDone
+    ) -> Path | None:
+        """The session file written anew beside itself with the selected
+        entries' lines replaced (``done`` says which, with the SHA-256 of
+        each old line) and other lines that are no entry cleaned; ``None``
+        (nothing written) when no byte changes."""
+        st = os.fstat(fd)
+        temp = path.with_name(path.name + ".erasing")
+        out = _create_replacement(temp, st.st_mode)
+        remaining = dict(replacements)
+        changed = False
+        header_seen = False
+        complete = 0
+        size = 0
+        try:
+            for line in _lines(fd, st.st_size):
+                body = line.rstrip(b"\r\n")
+                value = decode_line(body)
+                new: bytes | None = None
+                if not header_seen and isinstance(value, dict) and is_session_header(value):
+                    header_seen = True
+                elif header_seen and type(value) is dict and value.get("type") != "session":
+                    entry_id = value.get("id")
+                    replacement = remaining.pop(entry_id, None) if isinstance(entry_id, str) else None
+                    if replacement is not None:
+                        new = serialize_line(replacement)
+                        done.erased.append(ErasedEntry(value["id"], hashlib.sha256(body).hexdigest(), replacement))
+                elif value is not BLANK:
+                    new = erasure.erase_line(line)
+                    if new is not None:
+                        done.lines_cleaned += 1
+                if new is not None and new != line:
+                    changed = True
+                    line = new if line.endswith(b"\n") or not new.endswith(b"\n") else new[:-1]
+                _write_all(out, line)
+                size += len(line)
+                if line.endswith(b"\n") or (value is not BLANK and value is not MALFORMED):
+                    complete = size  # a last line without its newline counts when it parses (Pi reads it)
+            if remaining:
+                raise CorruptSessionTree(
+                    f"{path.name}: entries {', '.join(sorted(remaining))} of its index were not found in the file"
+                )
+            if not changed:
+                return None
+            os.fsync(out)
+            written = os.fstat(out)
+        except BaseException:
+            os.close(out)
+            temp.unlink(missing_ok=True)
+            raise
+        os.close(out)
+        done.file = RewrittenFile(str(path), written.st_size, written.st_mtime_ns, written.st_ino, complete)
+        return temp
+
     def recount(self, session_id: str) -> MetaRecount:
         with self.read(session_id) as view:
             return view.recount()
@@ -963,6 +1116,93 @@ def _read_locked(path: Path) -> bytes:
         return os.pread(fd, os.fstat(fd).st_size, 0)
     finally:
         os.close(fd)
+
+
+def _lines(fd: int, size: int, chunk: int = 8 * 1024 * 1024) -> Iterator[bytes]:
+    """The file's lines, each with its newline (the last one may lack it)."""
+    offset = 0
+    rest = b""
+    while offset < size:
+        data = os.pread(fd, min(chunk, size - offset), offset)
+        if not data:
+            break
+        offset += len(data)
+        lines = (rest + data).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            yield line + b"\n"
+    if rest:
+        yield rest
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _create_replacement(temp: Path, mode: int) -> int:
+    """A new file beside the one it replaces (a leftover of a crash is overwritten)."""
+    try:
+        return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, stat.S_IMODE(mode))
+    except OSError as exc:
+        raise _storage_error(temp, exc) from None
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make renames in ``folder`` durable (an erased file must not come back after a crash)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - a folder we just wrote into
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some file systems refuse fsync on folders
+        pass
+    finally:
+        os.close(fd)
+
+
+def _backups_of(path: Path) -> list[Path]:
+    """The copies this storage wrote of a session file: the original of a
+    v1/v2 migration (``<name>.pre-v3.bak``) and repairs' copies before a
+    torn line was cut (``<name>.torn-<time>.bak``)."""
+    found = [path.with_name(path.name + ".pre-v3.bak")]
+    found += sorted(path.parent.glob(glob.escape(path.name) + ".torn-*.bak"))
+    return [backup for backup in found if backup.is_file() and not backup.is_symlink()]
+
+
+def _rewrite_backup(backup: Path, erasure: EntryErasure) -> Path | None:
+    """A backup written anew beside itself without the erased entries'
+    lines (``None``: it holds none of them)."""
+    try:
+        fd = os.open(backup, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise _storage_error(backup, exc) from None
+    try:
+        st = os.fstat(fd)
+        lines = list(_lines(fd, st.st_size))
+    finally:
+        os.close(fd)
+    changed = False
+    for number, line in enumerate(lines):
+        new = erasure.erase_line(line)
+        if new is not None and new != line:
+            lines[number] = new
+            changed = True
+    if not changed:
+        return None
+    temp = backup.with_name(backup.name + ".erasing")
+    out = _create_replacement(temp, st.st_mode)
+    try:
+        _write_all(out, b"".join(lines))
+        os.fsync(out)
+    except BaseException:
+        os.close(out)
+        temp.unlink(missing_ok=True)
+        raise
+    os.close(out)
+    return temp
 
 
 # --- a writer's intent: lines that are not the file's until their row commits -----------

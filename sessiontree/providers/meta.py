@@ -401,6 +401,13 @@ def fork_fields(source: SessionTreeSession, overrides: dict[str, Any]) -> dict[s
     }
 
 
+def referenced_session_id(parent_session_id: str) -> str:
+    """The session id a ``parentSession`` reference names: the reference
+    itself, or the id a Pi file path ends in (``<time>_<id>.jsonl``)."""
+    stem = parent_session_id.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".jsonl")
+    return stem.rsplit("_", 1)[-1]
+
+
 def resolve_parent(parent_session_id: str | None) -> AgentSession | None:
     """The lineage parent for a header's ``parentSession``: a session id, or a
     Pi file path whose file name ends in the session id."""
@@ -408,9 +415,7 @@ def resolve_parent(parent_session_id: str | None) -> AgentSession | None:
         return None
     parent = AgentSession.objects.filter(session_id=parent_session_id).first()
     if parent is None:
-        stem = parent_session_id.replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".jsonl")
-        candidate = stem.rsplit("_", 1)[-1]
-        parent = AgentSession.objects.filter(session_id=candidate).first()
+        parent = AgentSession.objects.filter(session_id=referenced_session_id(parent_session_id)).first()
     return parent
 
 

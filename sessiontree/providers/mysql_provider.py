@@ -27,6 +27,7 @@ schema, the codec and the locking.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -40,14 +41,25 @@ from sessiontree.core.entries import MAX_ENTRY_ID_LENGTH, first_message_preview
 from sessiontree.core.errors import EntryNotFound, ImmutableEntry, InvalidEntry
 from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import TreeStats, entry_depths, tree_stats
-from sessiontree.core.pi_session_file import gc_paused, new_session_header
+from sessiontree.core.pi_session_file import gc_paused, new_session_header, serialize_line
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts
 from sessiontree.models import AgentSessionEntry
 
 from . import db_errors, meta
 from . import entry_rows as rows
-from .port import BeforeCommit, MetaRecount, SessionState, StoredScan, StoredWrite, TornTailCut, TreeFields
+from .port import (
+    BeforeCommit,
+    EntryErasure,
+    ErasedEntry,
+    ErasureDone,
+    MetaRecount,
+    SessionState,
+    StoredScan,
+    StoredWrite,
+    TornTailCut,
+    TreeFields,
+)
 from .template import CheckedCopies, TreeProvider
 
 KIND = "mysql"
@@ -664,6 +676,49 @@ class MySQLStorage:
         """Rows have no torn lines: nothing to cut (``SessionNotFound`` for an unknown session)."""
         _read_state(session_id, for_update=False)
         return None
+
+    # --- port: erase --------------------------------------------------------------------
+    def erase(
+        self, session_id: str, erasure: EntryErasure, *, before_commit: Callable[[ErasureDone], None] | None
+    ) -> ErasureDone:
+        """Rewrite the selected rows' payloads in the transaction that locks
+        the session row, updates it (the first-message preview, its time)
+        and runs ``before_commit``: all of it or nothing. Only completed rows
+        are rewritten (an in-flight one is ``ImmutableEntry``)."""
+
+        def attempt() -> ErasureDone:
+            txn = MySQLWrite(*_lock(session_id))
+            state = txn.state
+            replacements = dict(erasure.select(txn))
+            done = ErasureDone(session_id=session_id)
+            if not replacements:
+                return done
+            if state.in_flight_entry_id in replacements:
+                raise ImmutableEntry(
+                    f"Entry {state.in_flight_entry_id} of session {session_id} is in flight: complete or abort it first"
+                )
+            try:
+                found = {entry["id"]: entry for entry in txn.entries(list(replacements))}
+            except KeyError as exc:
+                raise EntryNotFound(f"Entry {exc.args[0]} not found in session {session_id}") from None
+            with connection.cursor() as cursor:
+                for entry_id, entry in replacements.items():
+                    old = found.get(entry_id)
+                    if old is None:  # pragma: no cover - txn.entries raises first
+                        raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
+                    cursor.execute(rows.ERASE_SQL, rows.erase_params(state.session_id, entry, status=COMPLETED))
+                    if cursor.rowcount != 1:  # pragma: no cover - the session lock makes this unreachable
+                        raise ImmutableEntry(f"Entry {entry_id} of session {session_id} could not be rewritten")
+                    line = serialize_line(old).rstrip(b"\n")
+                    done.erased.append(ErasedEntry(entry_id, hashlib.sha256(line).hexdigest(), entry))
+            state.first_message_preview = _first_message_preview(state.session_id)
+            txn.changed = True
+            txn.flush()
+            if before_commit is not None:
+                before_commit(done)
+            return done
+
+        return _atomic(attempt)
 
     def recount(self, session_id: str) -> MetaRecount:
         with self.read(session_id) as view:

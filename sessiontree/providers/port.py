@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from sessiontree.core.types import Entry, SessionTreeSession
@@ -130,6 +130,43 @@ class TornTailCut:
     backup_name: str
 
 
+@dataclass(frozen=True)
+class ErasedEntry:
+    """One entry an erase rewrote in place."""
+
+    entry_id: str
+    sha256: str  # of the entry's bytes before: its JSON line as stored (without the newline)
+    entry: Entry  # as stored now
+
+
+@dataclass(frozen=True)
+class RewrittenFile:
+    """A session file as an erase left it (rewritten, renamed over the old one)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    inode: int
+    complete: int  # bytes up to the end of its last whole line
+
+
+@dataclass
+class ErasureDone:
+    """What ``SessionStorage.erase`` changed of one session: its entries
+    rewritten in place (append order), the file it rewrote, and the backups
+    of its bytes it rewrote (for storages that keep files)."""
+
+    session_id: str
+    erased: list[ErasedEntry] = field(default_factory=list)
+    file: RewrittenFile | None = None
+    backups: list[str] = field(default_factory=list)
+    lines_cleaned: int = 0  # lines of its file that were no entry (malformed, torn) and held erased text
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.erased or self.backups or self.lines_cleaned)
+
+
 class StoredView(Protocol):
     """A consistent read of one session (a shared lock for files)."""
 
@@ -197,6 +234,23 @@ class StoredWrite(StoredView, Protocol):
 BeforeCommit = Callable[[StoredWrite], None]
 
 
+class EntryErasure(Protocol):
+    """What an erase asks of a storage (``SessionStorage.erase``); the
+    operations layer decides it (``services/erasure.py``)."""
+
+    def select(self, view: StoredView) -> Mapping[str, Entry]:
+        """The new content of each entry to rewrite (id → entry with the same
+        ``type``, ``id``, ``parentId`` and ``timestamp``), chosen from the
+        session as locked for the erase; append order."""
+        ...
+
+    def erase_line(self, line: bytes) -> bytes | None:
+        """A line the storage keeps that is not one of the session's entries
+        (a malformed or torn line of its file, a line of a backup of it):
+        what to keep instead, or ``None`` to keep it as it is."""
+        ...
+
+
 class SessionStorage(Protocol):
     kind: str
 
@@ -247,6 +301,21 @@ class SessionStorage(Protocol):
 
     def recount(self, session_id: str) -> MetaRecount:
         """The meta row's tree fields against the stored entries (a read)."""
+        ...
+
+    # --- erase (the one rewrite of completed entries) ---------------------------------
+    def erase(
+        self, session_id: str, erasure: EntryErasure, *, before_commit: Callable[[ErasureDone], None] | None
+    ) -> ErasureDone:
+        """Rewrite the entries ``erasure.select`` names in place, under the
+        session's write lock, with ``before_commit``'s database writes in the
+        same unit (called only when something changed). A storage that keeps
+        bytes rewrites them whole (a file: a temporary file in the same
+        folder, fsync, rename) and passes every other line it keeps of the
+        session, backups included, through ``erasure.erase_line``; cached
+        parses are dropped. The meta row's first-message preview is
+        recomputed and ``updated_at`` moves. An in-flight entry is
+        ``ImmutableEntry``, an unknown id ``EntryNotFound``."""
         ...
 
     def recompute_meta(self, session_id: str, *, before_commit: Callable[[MetaRecount], None] | None) -> MetaRecount:

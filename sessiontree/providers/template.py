@@ -56,6 +56,8 @@ from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot
 from . import meta
 from .one_step import OneStepWrites
 from .port import (
+    EntryErasure,
+    ErasureDone,
     MetaRecount,
     SessionState,
     SessionStorage,
@@ -558,6 +560,14 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
     ) -> MetaRecount:
         """The meta row's tree fields rewritten from the stored entries."""
         return self.storage.recompute_meta(session_id, before_commit=before_commit)
+
+    # --- erase: the one rewrite of completed entries (audited by services/erasure.py) ------
+    def erase_entries(
+        self, session_id: str, erasure: EntryErasure, *, before_commit: Callable[[ErasureDone], None] | None = None
+    ) -> ErasureDone:
+        """Rewrite the entries ``erasure`` selects in place, with their copies
+        in the storage's own backups (``SessionStorage.erase``)."""
+        return self.storage.erase(session_id, erasure, before_commit=before_commit)
 
 
 def closed_reason(status: str) -> str | None:

@@ -141,6 +141,21 @@ def keyed_request(key: str | None) -> Iterator[None]:
         _replayed.reset(replayed_token)
 
 
+@contextmanager
+def claimed_when_done() -> Iterator[None]:
+    """Audit records written inside do not take the pending key: the keyed
+    operation takes it, with its answer, once it has returned. For an
+    operation made of several units, each with its own record (an erase of
+    every copy of an entry, one session at a time), which is safe to run
+    again: a unit that failed after others committed leaves the key free,
+    and a retry with it finishes the work instead of being told it is done."""
+    token = _pending.set(None)
+    try:
+        yield
+    finally:
+        _pending.reset(token)
+
+
 def _to_json(result: Any) -> dict[str, Any]:
     """What is stored of a result: ``{"value": …}`` (so that an operation that
     answered ``None`` is told apart from one whose answer was not kept)."""

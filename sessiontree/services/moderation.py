@@ -1,5 +1,6 @@
 """Moderation: flags beside the tree, hiding a message from the model, and
-(``erase``) removing its text in place with every copy.
+(``erase_entry``, implemented in ``erasure.py``) removing its text in place
+with every copy.
 
 - **Flags** are rows of their own (``ModerationFlag``), never tree entries:
   flagging moves no leaf, changes no context and never makes a live agent's
@@ -33,6 +34,7 @@ from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.providers.template import SessionWriter
 
 from .audit import Actor, check_channel, entry_ids, record
+from .erasure import EntryInFlight, ErasePlace, EraseResult, erase_entry, reindex_erased_entries
 from .idempotency import idempotent
 from .operations import Operation
 
@@ -361,18 +363,23 @@ def unhide_entry(
 
 __all__ = [
     "DEFAULT_NOTICE",
+    "EntryInFlight",
     "EntryNotFound",
+    "ErasePlace",
+    "EraseResult",
     "FlagAlreadyResolved",
     "FlagDict",
     "FlagNotFound",
     "NotAMessage",
     "NotHidden",
     "categories",
+    "erase_entry",
     "flag_dict",
     "flag_entry",
     "hidden_on_path",
     "hide_entry",
     "open_flags_of",
+    "reindex_erased_entries",
     "resolve_flag",
     "unhide_entry",
 ]

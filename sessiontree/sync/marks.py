@@ -3,19 +3,21 @@ reads from a probed file (``Probe``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sessiontree.core.errors import SessionNotFound
+from sessiontree.core.errors import SessionNotFound, StorageUnavailable
 from sessiontree.core.types import CURRENT_SESSION_VERSION, Entry, SessionTreeSession
 from sessiontree.models import SyncedFile
 from sessiontree.providers import meta
 from sessiontree.providers.base import RegistersFiles
 from sessiontree.providers.factory import get_provider
+from sessiontree.providers.port import RewrittenFile
 
-from .pi_files import FileStat, parse_time, path_key
+from .pi_files import CHUNK_BYTES, FileStat, open_file, parse_time, path_key
 
 
 @dataclass
@@ -112,3 +114,61 @@ def same_file(session: SessionTreeSession, path: Path) -> bool:
         return Path(stored).resolve() == path.resolve()
     except OSError:
         return False
+
+
+# --- after an erase (``services/erasure.py``) -------------------------------------------------
+
+
+def _same_path(stored: str, path: str) -> bool:
+    try:
+        return Path(stored).resolve() == Path(path).resolve()
+    except OSError:
+        return False
+
+
+def after_erase(session_id: str, rewritten: RewrittenFile | None) -> None:
+    """What sync remembers after an erase of ``session_id``, in the erase's
+    transaction: a file registered in place (``index``) and rewritten by the
+    erase is remembered as it is now (its size, time, inode and whole-line
+    end), so the next run sees it unchanged instead of rewritten by someone
+    else; files the session was exported to are marked stale, so the next
+    export writes them again from the erased session."""
+    if rewritten is not None:
+        for mark in SyncedFile.objects.filter(mode=SyncedFile.Mode.INDEX, session_id=session_id):
+            if _same_path(mark.path, rewritten.path):
+                SyncedFile.objects.filter(pk=mark.pk).update(
+                    size=rewritten.size, mtime_ns=rewritten.mtime_ns, inode=rewritten.inode, offset=rewritten.complete
+                )
+    SyncedFile.objects.filter(mode=SyncedFile.Mode.EXPORT, session_id=session_id).update(size=-1, mtime_ns=-1, inode=-1)
+
+
+def synced_copies(session_ids: Iterable[str]) -> list[str]:
+    """Files outside the store that sync copied sessions from or to (the
+    sources of ``import``, the targets of ``export``), by path."""
+    modes = (SyncedFile.Mode.IMPORT, SyncedFile.Mode.EXPORT)
+    paths = SyncedFile.objects.filter(session_id__in=list(session_ids), mode__in=modes).values_list("path", flat=True)
+    return sorted(set(paths))
+
+
+def file_holds(path: str, holds: Callable[[bytes], bool]) -> bool:
+    """Whether any line of the file at ``path`` ``holds`` something (a
+    missing or unreadable file holds nothing)."""
+    try:
+        fd = open_file(Path(path))
+    except StorageUnavailable:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        offset, rest = 0, b""
+        while offset < size:
+            data = os.pread(fd, min(CHUNK_BYTES, size - offset), offset)
+            if not data:
+                break
+            offset += len(data)
+            lines = (rest + data).split(b"\n")
+            rest = lines.pop()
+            if any(holds(line) for line in lines):
+                return True
+        return bool(rest) and holds(rest)
+    finally:
+        os.close(fd)

@@ -106,3 +106,19 @@ def test_an_integral_number_is_an_integer(api: Api, kind: str) -> None:
     assert api.get(f"/api/sessions/{sid}/context/")["messages"][0]["role"] == "compactionSummary"
     refused = api.call("post", f"/api/sessions/{sid}/entries/", 400, {"entry": {**compaction, "tokensBefore": 7.5}})
     assert "tokensBefore" in refused["error"]["message"]
+
+
+def test_an_integer_beyond_64_bits_in_an_integer_field_is_refused(api: Api, kind: str) -> None:
+    """A JSON integer longer than 64 bits is read as a float (as JavaScript
+    reads it): a message's ``exitCode`` of 2**100 was stored and answered as
+    1.2676506002282294e+30, which the schema's integer does not allow
+    (Schemathesis). The schema bounds it and the server refuses it; the
+    largest 64-bit integer is kept exactly."""
+    sid = api.create_session(kind)["session_id"]
+    bash = {"role": "bashExecution", "command": "true", "output": "", "timestamp": 1}
+    refused = api.call("post", f"/api/sessions/{sid}/entries/", 400, {"message": {**bash, "exitCode": 2**100}})
+    assert "exitCode" in refused["error"]["message"]
+    kept = api.post(f"/api/sessions/{sid}/entries/", {"message": {**bash, "exitCode": 2**63 - 1}}, expected=201)
+    assert kept["message"]["exitCode"] == 2**63 - 1
+    assert api.get(f"/api/sessions/{sid}/entries/{kept['id']}/")["message"]["exitCode"] == 2**63 - 1
+    assert len(api.get(f"/api/sessions/{sid}/entries/")["results"]) == 1

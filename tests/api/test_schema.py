@@ -70,7 +70,7 @@ def test_every_contract_path_is_in_the_schema():
     expected |= {f"{roleplay}reviews/{{review_id}}/{name}" for name in ("", "decide/", "amend/")}
     # DESIGN.md §10: moderation.
     entry = f"{session}entries/{{entry_id}}/"
-    expected |= {f"{entry}{name}/" for name in ("flags", "hide", "unhide")}
+    expected |= {f"{entry}{name}/" for name in ("flags", "hide", "unhide", "erase")}
     expected |= {"/api/flags/", "/api/flags/{flag_id}/resolve/", "/api/audit/"}
     expected |= {f"{session}hold/"}
     assert paths == expected

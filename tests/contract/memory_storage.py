@@ -18,6 +18,7 @@ Registered for the contract suite through the registry setting
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -28,15 +29,19 @@ from django.db import transaction
 from django.utils import timezone
 
 from sessiontree.core.entries import first_message_preview
-from sessiontree.core.errors import EntryNotFound, SessionNotFound
+from sessiontree.core.errors import EntryNotFound, ImmutableEntry, SessionNotFound
 from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import tree_stats
+from sessiontree.core.pi_session_file import serialize_line
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts
 from sessiontree.models import AgentSession
 from sessiontree.providers import meta
 from sessiontree.providers.port import (
     BeforeCommit,
+    EntryErasure,
+    ErasedEntry,
+    ErasureDone,
     MetaRecount,
     SessionState,
     StoredScan,
@@ -300,6 +305,39 @@ class MemoryStorage:
                 if before_commit is not None:
                     before_commit()
             _sessions.pop(session_id, None)
+
+    # --- erase ----------------------------------------------------------------------------
+    def erase(
+        self, session_id: str, erasure: EntryErasure, *, before_commit: Callable[[ErasureDone], None] | None
+    ) -> ErasureDone:
+        """Entries replaced in the dicts once the row (preview, time) and
+        ``before_commit`` committed; dicts keep no backups or other lines."""
+        with _lock:
+            with transaction.atomic():
+                txn = MemoryWrite(meta.read_row(session_id, provider=KIND), _stored(session_id))
+                replacements = dict(erasure.select(txn))
+                done = ErasureDone(session_id=session_id)
+                if not replacements:
+                    return done
+                if txn.state.in_flight_entry_id in replacements:
+                    raise ImmutableEntry(f"Entry {txn.state.in_flight_entry_id} of session {session_id} is in flight")
+                for entry in txn.stored.entries:
+                    new = replacements.get(entry["id"])
+                    if new is not None:
+                        digest = hashlib.sha256(serialize_line(entry).rstrip(b"\n")).hexdigest()
+                        done.erased.append(ErasedEntry(entry["id"], digest, new))
+                missing = set(replacements) - {erased.entry_id for erased in done.erased}
+                if missing:
+                    raise EntryNotFound(f"Entry {sorted(missing)[0]} not found in session {session_id}")
+                entries = [replacements.get(entry["id"], entry) for entry in txn.stored.entries]
+                txn.state.first_message_preview = first_message_preview(entries)
+                txn.store_row()
+                if before_commit is not None:
+                    before_commit(done)
+            stored = txn.stored  # the database part committed: keep the new entries
+            stored.entries[:] = entries
+            stored.by_id.update((entry["id"], entry) for entry in entries if entry["id"] in replacements)
+            return done
 
     # --- maintenance ------------------------------------------------------------------------
     def scan(self, session_id: str) -> StoredScan:

@@ -25,6 +25,8 @@ from sessiontree.providers.base import (
 )
 from sessiontree.providers.one_step import ONE_STEP_WRITES
 
+from .erasing import EraseIds
+
 
 def user(text):
     return {"role": "user", "content": text}
@@ -314,6 +316,7 @@ def test_explicit_id_and_timestamp_are_kept(provider):
         {"type": "model_change", "provider": "p"},
         {"type": "compaction", "summary": "s", "tokensBefore": 1},
         {"type": "compaction", "summary": "s", "firstKeptEntryId": "root0001", "tokensBefore": -1},
+        {"type": "compaction", "summary": "s", "firstKeptEntryId": "root0001", "tokensBefore": 4.5},
         {"type": "custom"},
         {"type": "custom_message", "customType": "x", "content": 5, "display": True},
         {"type": "label"},
@@ -329,6 +332,17 @@ def test_bad_entries_are_refused_and_nothing_changes(provider, bad):
     with pytest.raises(InvalidEntry):
         provider.append_entry("s1", bad)
     assert (provider.list_entries("s1"), provider.get_session("s1")["leaf_entry_id"]) == before
+
+
+def test_a_whole_number_written_with_a_fraction_is_an_integer(provider):
+    """JSON Schema and Pi's JavaScript read 4.0 as the integer 4 (Schemathesis
+    sent one in a compaction's tokensBefore, which the schema allows)."""
+    provider.create_session(session_id="s1")
+    provider.append_entry("s1", {"type": "message", "id": "root0001", "message": user("x")})
+    entry = provider.append_entry(
+        "s1", {"type": "compaction", "summary": "s", "firstKeptEntryId": None, "tokensBefore": 4.0}
+    )
+    assert entry["tokensBefore"] == 4 and provider.get_entry("s1", entry["id"])["tokensBefore"] == 4
 
 
 def test_references_to_missing_entries_are_refused(provider):
@@ -633,6 +647,7 @@ METHOD_CALLS = {
     "cut_torn_tail": lambda p, sid, eid: p.cut_torn_tail(sid),
     "recount": lambda p, sid, eid: p.recount(sid),
     "recompute_meta": lambda p, sid, eid: p.recompute_meta(sid),
+    "erase_entries": lambda p, sid, eid: p.erase_entries(sid, EraseIds(eid)),
 }
 SESSION_METHODS = sorted(name for name, call in METHOD_CALLS.items() if call is not None)
 
