@@ -260,7 +260,13 @@ SESSIONTREE_DB_SESSION_VARIABLES = session_variables_from_env()
 # How long a read outside a transaction, or a write whose connection failed
 # before its COMMIT, keeps connecting again (a restarting Galera node answers
 # 1047 for a second or two); then the caller gets 503 storage_unavailable.
-SESSIONTREE_DB_RETRY_SECONDS = float(os.environ.get("SESSIONTREE_DB_RETRY_SECONDS", "3"))
+_db_retry = os.environ.get("SESSIONTREE_DB_RETRY_SECONDS", "3").strip() or "3"
+try:
+    SESSIONTREE_DB_RETRY_SECONDS = float(_db_retry)
+except ValueError:
+    raise ImproperlyConfigured(f"SESSIONTREE_DB_RETRY_SECONDS={_db_retry!r} is not a number of seconds") from None
+if not 0 <= SESSIONTREE_DB_RETRY_SECONDS <= 300:
+    raise ImproperlyConfigured(f"SESSIONTREE_DB_RETRY_SECONDS={_db_retry!r} must be between 0 and 300 seconds")
 
 
 DATABASES = {"default": database_from_env()}

@@ -75,3 +75,18 @@ def test_a_new_connection_has_the_variables_set(transactional_db):
         db.close()
         db.settings_dict = original
     assert int(timeout) == 17 and "STRICT_TRANS_TABLES" in sql_mode
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", "1e9"])
+def test_a_retry_budget_that_is_no_number_of_seconds_is_refused(monkeypatch, value):
+    with pytest.raises(ImproperlyConfigured, match="SESSIONTREE_DB_RETRY_SECONDS"):
+        settings_namespace(monkeypatch, DJANGO_DEBUG="1", SESSIONTREE_DB_RETRY_SECONDS=value)
+
+
+def test_the_retry_budget_is_read(monkeypatch):
+    assert (
+        settings_namespace(monkeypatch, DJANGO_DEBUG="1", SESSIONTREE_DB_RETRY_SECONDS="0.5")[
+            "SESSIONTREE_DB_RETRY_SECONDS"
+        ]
+        == 0.5
+    )
