@@ -8,7 +8,18 @@ SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
+# Two installs: requirements-run.txt (what `make run` needs on SQLite: no
+# compiler) and requirements.txt (everything: tests, tooling, the MySQL driver).
 STAMP := $(VENV)/.requirements.stamp
+RUN_STAMP := $(VENV)/.requirements-run.stamp
+PIP_INSTALL := $(BIN)/python -m pip install --disable-pip-version-check --progress-bar on
+# A MySQL/MariaDB DATABASE_URL needs the driver for `make run` too.
+RUN_NEEDS_MYSQL := $(if $(filter mysql%,$(DATABASE_URL)),1,)
+
+HOST ?= 127.0.0.1
+PORT ?= 8000
+# Given on the command line or in the environment: a busy port is an error, not moved.
+PORT_EXPLICIT := $(if $(filter command line environment,$(origin PORT)),--explicit,)
 
 MYSQL_HOST ?= 127.0.0.1
 MYSQL_PORT ?= 3306
@@ -26,29 +37,48 @@ DEV_ENV := DJANGO_DEBUG=$${DJANGO_DEBUG:-1}
 INTEROP := interop
 INTEROP_STAMP := $(INTEROP)/.installed-stamp
 NPM ?= $(shell command -v npm)
+# axe-core (pinned in tests/browser/axe/package-lock.json), injected into the
+# admin's pages by the browser tests' accessibility check.
+AXE := tests/browser/axe
+AXE_STAMP := $(AXE)/.installed-stamp
 
-.PHONY: help venv interop run migrate demo test test-sqlite test-mysql test-galera lint format schema bench mysql-up clean
+.PHONY: help venv run-venv interop axe run migrate demo test test-sqlite test-mysql test-galera lint format schema bench mysql-up clean
 
 help:
-	@echo "make run          virtualenv, migrate, demo data, admin user, serve on http://127.0.0.1:8000/admin/"
+	@echo "make run          virtualenv, migrate, demo data, admin user, serve on http://127.0.0.1:8000/admin/ (PORT=… another port)"
 	@echo "make test         every test on SQLite, then on MySQL/MariaDB ($(MYSQL_URL))"
 	@echo "make test-sqlite  the SQLite leg only"
 	@echo "make test-mysql   the MySQL leg only (REQUIRE_MYSQL=1: fails if the server is unreachable)"
 	@echo "make test-galera  a 3-node Galera cluster on loopback: the contract suite on node 1 and multi-primary scenarios"
 	@echo "                  (skipped without galera-4 and rsync unless REQUIRE_GALERA=1, as in CI)"
 	@echo "make interop      install the pinned Pi package and node 22 into interop/ (again only when the lockfile changes)"
+	@echo "make axe          install the pinned axe-core into tests/browser/axe/ for the accessibility tests"
 	@echo "make lint         ruff check + ruff format --check + mypy (django-stubs) + lint-imports (import rules)"
 	@echo "make schema       regenerate the OpenAPI snapshot docs/openapi.yaml (a test fails when it drifts)"
 	@echo "make bench        the benchmarks in bench/"
 	@echo "make mysql-up     start the local MariaDB server if it is not answering"
 
-# Reinstall only when requirements.txt changed since the last install.
-$(STAMP): requirements.txt
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt
-	@touch $(STAMP)
+# Reinstall only when a requirements file changed since the last install.
+# pip's own lines and progress bars show what is happening (a first install
+# takes a minute or two).
+$(VENV)/bin/python:
+	@test -n "$(PYTHON)" || { echo "make: no python3 found: install Python 3.11 (Debian: apt-get install python3 python3-venv)" >&2; exit 1; }
+	@echo "== creating the virtualenv $(VENV) with $(PYTHON)"
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): requirements.txt requirements-run.txt requirements-mysql.txt | $(VENV)/bin/python
+	@echo "== installing requirements.txt into $(VENV) (server, tests, tooling, the MySQL driver: it compiles against libmariadb-dev)"
+	$(PIP_INSTALL) -r requirements.txt
+	@touch $(STAMP) $(RUN_STAMP)
+
+$(RUN_STAMP): requirements-run.txt $(if $(RUN_NEEDS_MYSQL),requirements-mysql.txt) | $(VENV)/bin/python
+	@echo "== installing requirements-run.txt into $(VENV) (the server on SQLite: nothing to compile)$(if $(RUN_NEEDS_MYSQL), and the MySQL driver for DATABASE_URL)"
+	$(PIP_INSTALL) -r requirements-run.txt $(if $(RUN_NEEDS_MYSQL),-r requirements-mysql.txt)
+	@touch $(RUN_STAMP)
 
 venv: $(STAMP)
+
+run-venv: $(RUN_STAMP)
 
 # Reinstall only when the lockfile changed since the last install. Without
 # npm the interop tests are skipped with the reason, unless
@@ -63,21 +93,35 @@ $(INTEROP_STAMP): $(INTEROP)/package.json $(INTEROP)/package-lock.json
 
 interop: $(INTEROP_STAMP)
 
+# Like interop/: again only when the lockfile changes; without npm the
+# accessibility tests skip with the reason, in CI (CI set) they fail.
+$(AXE_STAMP): $(AXE)/package.json $(AXE)/package-lock.json
+	@if [ -z "$(NPM)" ]; then \
+		echo "npm not found: $(AXE) not installed, the accessibility tests will be skipped"; exit 0; \
+	fi; \
+	echo "== installing $(AXE) (pinned axe-core for the accessibility tests)"; \
+	cd $(AXE) && $(NPM) ci --no-audit --no-fund --loglevel=error && touch .installed-stamp
+
+axe: $(AXE_STAMP)
+
 # SQLite cannot create the folder of its database file: make it first.
-migrate: venv
+migrate: run-venv
 	@mkdir -p "$${SESSIONTREE_VAR_DIR:-var}" $${SQLITE_PATH:+"$$(dirname "$$SQLITE_PATH")"}
 	$(DEV_ENV) $(BIN)/python manage.py migrate --noinput
 
 demo: migrate
 	$(DEV_ENV) $(BIN)/python manage.py load_demo
 
+# The port is chosen before the login is printed: a busy default moves to the
+# next free port (said on a line of its own), a busy PORT=… is an error.
 run: demo
-	$(DEV_ENV) $(BIN)/python manage.py ensure_admin --username admin
-	$(DEV_ENV) $(BIN)/python manage.py runserver 127.0.0.1:8000
+	@port=$$($(BIN)/python -m config.devserver --host $(HOST) --port $(PORT) $(PORT_EXPLICIT)); \
+	$(DEV_ENV) $(BIN)/python manage.py ensure_admin --username admin --url "http://$(HOST):$$port/admin/"; \
+	exec env $(DEV_ENV) $(BIN)/python manage.py runserver "$(HOST):$$port"
 
 # Both legs always run; the target fails if either failed. pytest's exit 5
 # (no tests collected) is a failure like any other.
-test: venv interop
+test: venv interop axe
 	@sqlite=0; mysql=0; \
 	$(MAKE) --no-print-directory test-sqlite || sqlite=$$?; \
 	$(MAKE) --no-print-directory test-mysql || mysql=$$?; \
@@ -85,14 +129,14 @@ test: venv interop
 	     "mysql $$([ $$mysql = 0 ] && echo passed || echo FAILED)"; \
 	[ $$sqlite = 0 ] && [ $$mysql = 0 ]
 
-test-sqlite: venv interop
+test-sqlite: venv interop axe
 	@echo "== test leg: SQLite (whole suite)"
 	env -u DATABASE_URL -u SESSIONTREE_DB_TESTS_ONLY -u REQUIRE_GALERA REQUIRE_MYSQL=0 $(BIN)/python -m pytest --ignore=tests/galera $(PYTEST_ARGS)
 
 # The MySQL leg runs every database-backed test (the pure-kernel tests do not
 # touch a database and already ran on SQLite); MYSQL_FULL=1 runs everything.
 MYSQL_FULL ?= 0
-test-mysql: venv interop
+test-mysql: venv interop axe
 	@echo "== test leg: MySQL/MariaDB at $(MYSQL_URL) ($(if $(filter 1,$(MYSQL_FULL)),whole suite,database-backed tests))"
 	env -u REQUIRE_GALERA DATABASE_URL=$(MYSQL_URL) REQUIRE_MYSQL=1 SESSIONTREE_DB_TESTS_ONLY=$(if $(filter 1,$(MYSQL_FULL)),0,1) \
 		$(BIN)/python -m pytest --ignore=tests/galera $(PYTEST_ARGS)
@@ -163,4 +207,4 @@ mysql-up:
 	echo "MariaDB did not answer on $(MYSQL_HOST):$(MYSQL_PORT) within $(MYSQL_WAIT_SECONDS) s" >&2; exit 1
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis $(INTEROP)/node_modules $(INTEROP_STAMP)
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis $(INTEROP)/node_modules $(INTEROP_STAMP) $(AXE)/node_modules $(AXE_STAMP)

@@ -20,14 +20,25 @@ then in its own database ``sessiontree_bench_admin`` on that server, dropped
 at the end. Run from the repository root:
 
     DJANGO_DEBUG=1 .venv/bin/python bench/bench_admin.py [--repeat 5] [--sizes 10000,100000]
+
+Side by side with another commit (``--compare-with main``): that commit's
+tree is extracted (``git archive``) to a temporary folder, and the same
+measurements (this script's) run in a fresh process for each tree in turn,
+alternating which goes first, for ``--rounds`` rounds; the figures are the
+medians over the rounds, with the ratio this tree / that one per figure
+(below 1.0: faster than that commit). ``--code DIR`` measures the project in
+DIR (what the comparison runs for each tree); ``--json`` prints one JSON
+object per session instead of the sentence.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +46,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 TARGETS = {10_000: 0.5, 100_000: 1.0}
 BENCH_DB = "sessiontree_bench_admin"
@@ -150,18 +162,35 @@ def session_entries(size: int, branches: int) -> tuple[list[dict[str, Any]], str
     return entries, tip
 
 
+# CPU seconds of this process for the last request timed: on SQLite (in this
+# process) the whole server's work, and far steadier than wall time on a
+# machine other jobs share.
+LAST_CPU: list[float] = [0.0]
+
+
 def timed(client: Any, url: str) -> tuple[float, int, str]:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
     with CaptureQueriesContext(connection) as queries:
+        cpu = time.process_time()
         started = time.perf_counter()
         response = client.get(url)
         body = response.content.decode()
         elapsed = time.perf_counter() - started
+        LAST_CPU[0] = time.process_time() - cpu
     if response.status_code != 200:
         raise SystemExit(f"{url} answered {response.status_code}")
     return elapsed, len(queries.captured_queries), body
+
+
+def timed_median(client: Any, url: str, repeat: int) -> tuple[float, float]:
+    """Median wall and CPU seconds of ``repeat`` requests."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        walls.append(timed(client, url)[0])
+        cpus.append(LAST_CPU[0])
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def main() -> None:
@@ -170,8 +199,19 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--branches", type=int, default=50)
     parser.add_argument("--providers", default="file,mysql")
+    parser.add_argument("--code", type=Path, default=ROOT, help="the project tree to measure (default: this one)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per session measured")
+    parser.add_argument("--compare-with", metavar="REF", help="a commit to measure side by side with this tree")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the side-by-side comparison")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.compare_with:
+        compare(args, sizes)
+        return
+    code = args.code.resolve()
+    if code != ROOT:  # measure that tree's code, not this one's
+        sys.path[:] = [str(code), *(entry for entry in sys.path if Path(entry or ".").resolve() != ROOT)]
+        os.chdir(code)
 
     with tempfile.TemporaryDirectory(prefix="bench-admin-") as tmp:
         drop = setup(tmp)
@@ -198,7 +238,8 @@ def run(args: argparse.Namespace, sizes: list[int]) -> None:
     user = User.objects.create_superuser("bench", "bench@example.com", "bench")
     client = Client()
     client.force_login(user)
-    print(f"database: {connection.vendor}; {args.repeat} warm requests per figure (median); times in ms")
+    if not args.json:
+        print(f"database: {connection.vendor}; {args.repeat} warm requests per figure (median); times in ms")
     results: dict[tuple[str, int], float] = {}
     for kind in args.providers.split(","):
         for size in sizes:
@@ -215,24 +256,46 @@ def run(args: argparse.Namespace, sizes: list[int]) -> None:
 
             clear_index_cache()
             cold, _q, _body = timed(client, url)
-            warm = []
+            cold_cpu = LAST_CPU[0]
+            warm, warm_cpu = [], []
             for _ in range(args.repeat):
                 elapsed, queries, body = timed(client, url)
                 warm.append(elapsed)
+                warm_cpu.append(LAST_CPU[0])
             page = statistics.median(warm)
             results[(kind, size)] = page
             rows = len(re.findall(r'<div class="entry', body))
             branch_url = re.search(r'data-url="([^"]+/tree/branch/[^"]+)"', body)
             run_url = re.search(r'data-url="([^"]+/tree/run/[^"]+)"', body)
             fragments = []
+            figures: dict[str, float] = {}
             for name, found in (("branch", branch_url), ("run", run_url)):
                 if found:
                     fragment_url = found.group(1).replace("&amp;", "&")
-                    fragments.append(
-                        f"{name} {statistics.median(timed(client, fragment_url)[0] for _ in range(args.repeat)) * 1000:.0f}"
-                    )
+                    figures[name], figures[f"{name}_cpu"] = timed_median(client, fragment_url, args.repeat)
+                    fragments.append(f"{name} {figures[name] * 1000:.0f}")
             entry_url = reverse("admin:sessiontree_agentsession_tree_entry", args=[row.pk, leaf])
-            panel = statistics.median(timed(client, entry_url)[0] for _ in range(max(1, args.repeat // 2)))
+            panel, panel_cpu = timed_median(client, entry_url, max(3, args.repeat // 2))
+            if args.json:
+                figures.update(
+                    {
+                        "page": page,
+                        "page_cpu": statistics.median(warm_cpu),
+                        "cold": cold,
+                        "cold_cpu": cold_cpu,
+                        "panel": panel,
+                        "panel_cpu": panel_cpu,
+                    }
+                )
+                # Rows whose message is rendered (0 before issue 25): which code was measured.
+                rendered = body.count('class="row-body"')
+                print(
+                    json.dumps(
+                        {"kind": kind, "size": size, "queries": queries, "rows": rows, "rendered": rendered, **figures}
+                    ),
+                    flush=True,
+                )
+                continue
             target = TARGETS.get(size)
             verdict = f"{page / target:.2f} of the {target:g} s target" if target else "no target"
             print(
@@ -242,8 +305,72 @@ def run(args: argparse.Namespace, sizes: list[int]) -> None:
             )
     for kind in args.providers.split(","):
         small, large = results.get((kind, sizes[0])), results.get((kind, sizes[-1]))
-        if small and large and len(sizes) > 1:
+        if small and large and len(sizes) > 1 and not args.json:
             print(f"summary {kind}: page time {sizes[-1]:,} / {sizes[0]:,} entries = {large / small:.2f}")
+
+
+FIGURES = ("page", "cold", "branch", "run", "panel")
+
+
+def compare(args: argparse.Namespace, sizes: list[int]) -> None:
+    """This tree and ``args.compare_with``'s, measured in turns by this script; the ratios."""
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", args.compare_with], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    with tempfile.TemporaryDirectory(prefix="bench-admin-base-") as base:
+        archive = subprocess.run(["git", "archive", "--format=tar", sha], cwd=ROOT, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", base], input=archive.stdout, check=True)
+        trees = {"base": Path(base), "head": ROOT}
+        found: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+        print(
+            f"this tree ({head}, with its uncommitted changes) vs {args.compare_with} ({sha}): {args.rounds} rounds, "
+            f"each a fresh process per tree and session, {args.repeat} warm requests per figure; times in ms",
+            flush=True,
+        )
+        for round_number in range(args.rounds):
+            for kind in args.providers.split(","):
+                for size in sizes:
+                    order = ["base", "head"] if round_number % 2 == 0 else ["head", "base"]
+                    for name in order:
+                        command = [
+                            sys.executable, str(Path(__file__).resolve()), "--json", "--code", str(trees[name]),
+                            "--sizes", str(size), "--providers", kind, "--repeat", str(args.repeat),
+                            "--branches", str(args.branches),
+                        ]  # fmt: skip
+                        done = subprocess.run(
+                            command, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""}
+                        )
+                        if done.returncode != 0:
+                            raise SystemExit(f"{name} {kind} {size}: {done.stderr.strip()[-2000:]}")
+                        line = next(line for line in done.stdout.splitlines() if line.startswith("{"))
+                        found.setdefault((name, kind, size), []).append(json.loads(line))
+            print(f"round {round_number + 1} of {args.rounds} done", flush=True)
+    print(
+        f"{'session':<17} {'figure':<7} {'wall: ' + args.compare_with:>12} {'this':>6} {'ratio':>6}   "
+        f"{'CPU: ' + args.compare_with:>11} {'this':>6} {'ratio':>6}"
+    )
+    for kind in args.providers.split(","):
+        for size in sizes:
+            base_runs, head_runs = found[("base", kind, size)], found[("head", kind, size)]
+            for figure in FIGURES:
+                if figure not in base_runs[0] or figure not in head_runs[0]:
+                    continue
+                before = statistics.median(run[figure] for run in base_runs) * 1000
+                after = statistics.median(run[figure] for run in head_runs) * 1000
+                cpu_before = statistics.median(run[f"{figure}_cpu"] for run in base_runs) * 1000
+                cpu_after = statistics.median(run[f"{figure}_cpu"] for run in head_runs) * 1000
+                counts = (
+                    f"{base_runs[0]['queries']} → {head_runs[0]['queries']} queries, {base_runs[0]['rows']} → "
+                    f"{head_runs[0]['rows']} rows ({base_runs[0]['rendered']} → {head_runs[0]['rendered']} rendered)"
+                )
+                print(
+                    f"{kind + ' ' + format(size, ','):<17} {figure:<7} {before:>12.0f} {after:>6.0f} {after / before:>6.2f}   "
+                    f"{cpu_before:>11.0f} {cpu_after:>6.0f} {cpu_after / cpu_before:>6.2f}"
+                    + (f"   {counts}" if figure == "page" else "")
+                )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any, Final, TypedDict
 
@@ -90,6 +91,61 @@ _PATCH_ERRORS = (
 
 class PatchFailed(Exception):
     """An RFC 6902 op could not be applied; the message says which and why."""
+
+
+_JSON_TYPES = {
+    "str": "a string",
+    "dict": "an object",
+    "list": "an array",
+    "int": "a number",
+    "float": "a number",
+    "bool": "true or false",
+    "NoneType": "null",
+}
+_PY_CLASS = re.compile(r"<class '(?:[\w.]*\.)?(\w+)'>")
+
+
+def json_type_name(value: Any) -> str:
+    """What a JSON value is, in JSON's words ("a string", "an object"…)."""
+    return _JSON_TYPES.get(type(value).__name__, type(value).__name__)
+
+
+def _pointer_text(tokens: Sequence[str]) -> str:
+    return "".join("/" + token.replace("~", "~0").replace("/", "~1") for token in tokens) or "the state"
+
+
+def _patch_error_text(op: Any, exc: Exception, document: Any) -> str:
+    """Why ``op`` failed on ``document``, in the state's terms: which value is
+    in the way and what it holds; never a Python type repr."""
+    if isinstance(op, dict) and isinstance(exc, jsonpatch.JsonPatchTestFailed):
+        try:
+            actual = JsonPointer(op["path"]).resolve(document)
+        except (JsonPointerException, KeyError, TypeError):
+            actual = None
+        return f"test failed: {op['path']} holds {_json_text(actual)}, not {_json_text(op.get('value'))}"
+    if isinstance(op, dict) and isinstance(op.get("path"), str) and "non-container" in str(exc):
+        try:
+            tokens = JsonPointer(op["path"]).parts
+        except JsonPointerException:
+            tokens = []
+        current = document
+        for index, token in enumerate(tokens):
+            if not isinstance(current, (dict, list)):
+                where = _pointer_text(tokens[:index])
+                return (
+                    f"{where} is {json_type_name(current)} ({_json_text(current)}), not an object or an array, "
+                    f"so it has no member {token!r}"
+                )
+            try:
+                current = current[token] if isinstance(current, dict) else current[int(token)]
+            except (KeyError, IndexError, ValueError):
+                break
+    return _PY_CLASS.sub(lambda match: _JSON_TYPES.get(match.group(1), match.group(1)), str(exc))
+
+
+def _json_text(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:79] + "…"
 
 
 # --- identity ------------------------------------------------------------------
@@ -233,7 +289,7 @@ def apply_patch(state: dict[str, Any], ops: Sequence[dict[str, Any]]) -> tuple[d
             document = jsonpatch.JsonPatch([op]).apply(document, in_place=True)
         except _PATCH_ERRORS as exc:
             description = f"{op.get('op')} {op.get('path')!r}" if isinstance(op, dict) else repr(op)
-            raise PatchFailed(f"op {index} ({description}) failed: {exc}") from None
+            raise PatchFailed(f"op {index} ({description}) failed: {_patch_error_text(op, exc, document)}") from None
         if name in ("add", "replace", "copy"):
             changes.append(("set", target))
         elif name == "remove":

@@ -16,9 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import OuterRef, QuerySet, Subquery
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from sessiontree.models import Agent, AgentSession, AuditRecord
+from sessiontree.templatetags.sessiontree_admin import moment
 
 from . import flags
 from .sessions import AgentSessionAdmin
@@ -26,21 +30,63 @@ from .sessions import AgentSessionAdmin
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ("name", "session_provider", "updated_at")
+    list_display = ("name", "session_provider", "updated")
     list_filter = ("session_provider",)
     search_fields = ("name",)
-    readonly_fields = ("created_at", "updated_at")
+    readonly_fields = ("created", "updated")
+
+    @admin.display(description="created", ordering="created_at")
+    def created(self, agent: Agent) -> str:
+        return moment(agent.created_at)
+
+    @admin.display(description="updated", ordering="updated_at")
+    def updated(self, agent: Agent) -> str:
+        return moment(agent.updated_at)
 
 
 admin.site.register(AgentSession, AgentSessionAdmin)
 
 
+class ChannelFilter(admin.SimpleListFilter):
+    """Channels by their own names (``admin``, ``api``…), as every page shows them."""
+
+    title = "channel"
+    parameter_name = "channel"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, value) for value in AuditRecord.Channel.values]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        return queryset.filter(channel=self.value()) if self.value() else queryset
+
+
 @admin.register(AuditRecord)
 class AuditRecordAdmin(admin.ModelAdmin):
-    list_display = ("created_at", "actor", "channel", "operation", "session_id", "leaf_before", "leaf_after")
-    list_filter = ("channel", "operation")
+    list_display = ("when", "actor", "channel_name", "operation", "session_link", "leaf_before", "leaf_after")
+    list_display_links = ("when",)
+    list_filter = (ChannelFilter, "operation")
     search_fields = ("session_id", "actor", "operation")
     date_hierarchy = "created_at"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AuditRecord]:
+        # The session's primary key, to link its tree page (sessions deleted for good have none).
+        session_pk = AgentSession.objects.filter(session_id=OuterRef("session_id")).values("pk")[:1]
+        return super().get_queryset(request).annotate(session_pk=Subquery(session_pk))
+
+    @admin.display(description="when", ordering="created_at")
+    def when(self, record: AuditRecord) -> str:
+        return moment(record.created_at)
+
+    @admin.display(description="channel", ordering="channel")
+    def channel_name(self, record: AuditRecord) -> str:
+        return record.channel
+
+    @admin.display(description="session", ordering="session_id")
+    def session_link(self, record: Any) -> str:
+        if getattr(record, "session_pk", None) is None:
+            return format_html("{} <em>(deleted)</em>", record.session_id) if record.session_id else "—"
+        url = reverse("admin:sessiontree_agentsession_tree", args=[record.session_pk])
+        return format_html('<a href="{}">{}</a>', url, record.session_id)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -48,8 +48,17 @@ def to_json(value: Any, *, pretty: bool = False) -> str:
 
 
 def shorten(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """``text`` on one line, at most ``limit`` characters: cut at the last word
+    boundary before the limit (mid-word only when a single word is longer),
+    with an ellipsis that says something was cut."""
     text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    cut = text[: max(1, limit - 1)]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-\u2013\u2014") + "…"
 
 
 def content_text(content: Any) -> str:
@@ -113,6 +122,19 @@ def custom_fields(entry: Entry) -> Fields:
 
 def fields_text(fields: Fields) -> str:
     return " · ".join(f"{name}: {value}" if name else value for name, value in fields)
+
+
+BODY_MARKERS = {"compaction": "compaction", "branch_summary": "branch summary", "custom_message": "custom message"}
+
+
+def body_marker(entry: Entry) -> str | None:
+    """The marker of an entry whose body the admin renders (a message, a summary,
+    a custom message), without computing a preview; ``None`` for the others."""
+    entry_type = entry.get("type")
+    if entry_type == "message":
+        message = entry.get("message")
+        return str(message.get("role", "?")) if isinstance(message, Mapping) else "?"
+    return BODY_MARKERS.get(str(entry_type))
 
 
 def describe_entry(entry: Entry) -> tuple[str, str]:

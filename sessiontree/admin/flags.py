@@ -29,8 +29,10 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from sessiontree import services
+from sessiontree.admin.entry_display import shorten
 from sessiontree.core.errors import SessionTreeError
 from sessiontree.models import Agent, AgentSession, ModerationFlag
+from sessiontree.templatetags.sessiontree_admin import moment
 
 from .erasing import EraseForm, erase_report, place_rows
 
@@ -113,7 +115,7 @@ class StatusFilter(admin.SimpleListFilter):
 @admin.register(ModerationFlag)
 class ModerationFlagAdmin(admin.ModelAdmin):
     list_display = (
-        "opened_at",
+        "opened",
         "category",
         "status",
         "source",
@@ -172,6 +174,10 @@ class ModerationFlagAdmin(admin.ModelAdmin):
 
     # --- columns --------------------------------------------------------------------------------------
 
+    @admin.display(description="opened", ordering="opened_at")
+    def opened(self, flag: ModerationFlag) -> str:
+        return moment(flag.opened_at)
+
     @admin.display(description="session")
     def session_link(self, flag: Any) -> str:
         if flag.session_pk is None:
@@ -188,8 +194,7 @@ class ModerationFlagAdmin(admin.ModelAdmin):
 
     @admin.display(description="note")
     def short_note(self, flag: ModerationFlag) -> str:
-        note = flag.note or ""
-        return note if len(note) <= NOTE_SHOWN else note[: NOTE_SHOWN - 1] + "…"
+        return shorten(flag.note or "", NOTE_SHOWN)
 
     # --- bulk actions ------------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.services.tree import FORK_POSITIONS
 
-from .entry_display import describe_entry
+from .entry_display import describe_entry, shorten
 
 CHANNEL = "admin"
 NO_LEAF = "-"  # the expected leaf "before the root" in a form
@@ -116,7 +116,7 @@ def _entry_name(provider: SessionTreeProvider, row: AgentSession, entry_id: str 
     if entry_id is None:
         return "nothing (before the root)"
     marker, preview = describe_entry(provider.get_entry(row.session_id, entry_id))
-    return f"{entry_id} ({marker}: {preview[:80]})"
+    return f"{entry_id} ({marker}: {shorten(preview, 80)})"
 
 
 def _context_line(provider: SessionTreeProvider, row: AgentSession, leaf_entry_id: str | None, what: str) -> str:
@@ -219,7 +219,7 @@ def run_navigate(request: HttpRequest, row: AgentSession, data: dict[str, Any]) 
     if result["label_entry"] is not None:
         parts.append(f'Label "{data.get("label")}" appended as {result["label_entry"]["id"]}.')
     if result["editor_text"]:
-        parts.append(f"Text to re-send: {result['editor_text'][:300]}")
+        parts.append(f"Text to re-send: {shorten(result['editor_text'], 300)}")
     return Outcome(" ".join(parts), focus_entry_id=result["leaf_entry_id"])
 
 
@@ -302,6 +302,7 @@ def run_compact(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -
         custom_instructions=data.get("instructions") or None,
         actor=request.user,
         channel=CHANNEL,
+        expected_leaf_id=parse_expected_leaf(data.get("expected_leaf")),
     )
     if entry is None:
         return Outcome("Nothing to compact: nothing was appended.")

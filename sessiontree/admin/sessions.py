@@ -37,31 +37,44 @@ from django.http import (
 )
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.http import urlencode
 
 from sessiontree import services
+from sessiontree.core.context_builder import UNSET
 from sessiontree.core.entries import message_of
-from sessiontree.core.errors import SessionTreeError
+from sessiontree.core.errors import LeafConflict, SessionTreeError
 from sessiontree.models import AgentSession, AuditRecord
 from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.selectors.entry_context import (
     ENTRY_FILTERS,
     MAX_STEPS,
+    BranchTip,
+    branch_tips,
     compare_leaves,
     entry_context,
     find_entries,
 )
 from sessiontree.selectors.export import EXPORT_SCOPES, export_jsonl
-from sessiontree.selectors.tree_window import TreeWindow, branch_window, read_skeleton, run_window, tree_window
+from sessiontree.selectors.tree_window import TreeWindow, branch_window, run_window, tree_window
 from sessiontree.services.operations import Operation
+from sessiontree.templatetags.sessiontree_admin import moment
 
 from . import plugins
-from .entry_display import describe_entry, entry_fields, message_text, shorten, to_json
+from .entry_display import body_marker, describe_entry, entry_fields, message_text, shorten, to_json
 from .erasing import EraseForm, erase_report, erase_summary, place_rows
 from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter, OnLegalHoldFilter
-from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm
+from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm, parse_expected_leaf
+from .rendering import entry_body_html, image_blocks, image_bytes, row_body_html, word_diff_html
+from .tree_rows import rows_html
+
+# Response header of the session pages: no script but the admin's own files, no
+# plug-in or object, images from here only (message images are served by the
+# entry's image URL): a second fence behind the rendering's escaping.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
+    "object-src 'none'; base-uri 'none'; frame-ancestors 'self'; form-action 'self'"
+)
 
 CLOSED = (AgentSession.Status.ARCHIVED, AgentSession.Status.DELETED)
 ERASE_PERMISSION = "sessiontree.erase_entry"
@@ -148,8 +161,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
         "session_file",
         "header",
         "in_flight_entry",
-        "created_at",
-        "updated_at",
+        "created",
+        "updated",
     )
     fieldsets = (
         (None, {"fields": ("session_id", "title", "provider", "status", "agent", "user_id")}),
@@ -157,12 +170,11 @@ class AgentSessionAdmin(admin.ModelAdmin):
             "Tree",
             {"fields": ("root_entry_id", "leaf_entry_id", "entry_count", "branch_count", "compaction_count")},
         ),
-        ("Lineage", {"fields": ("parent", "parent_session_id")}),
         (
             "Storage",
             {"fields": ("cwd", "session_file", "header", "metadata", "in_flight_entry"), "classes": ("collapse",)},
         ),
-        ("Times", {"fields": ("created_at", "updated_at")}),
+        ("Times", {"fields": ("created", "updated")}),
     )
 
     # --- permissions ------------------------------------------------------------------------
@@ -213,6 +225,14 @@ class AgentSessionAdmin(admin.ModelAdmin):
     @admin.display(description="created", ordering="created_at")
     def started(self, row: AgentSession) -> str:
         return _short_time(header_time(row) or row.created_at)
+
+    @admin.display(description="created")
+    def created(self, row: AgentSession) -> str:
+        return _short_time(row.created_at)
+
+    @admin.display(description="updated")
+    def updated(self, row: AgentSession) -> str:
+        return _short_time(row.updated_at)
 
     @admin.display(description="parent", ordering="parent__session_id")
     def parent_link(self, row: AgentSession) -> str:
@@ -355,6 +375,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
             route("<path:object_id>/tree/branch/<str:entry_id>/", self.branch_view, "tree_branch"),
             route("<path:object_id>/tree/run/<str:entry_id>/", self.run_view, "tree_run"),
             route("<path:object_id>/tree/entry/<str:entry_id>/", self.entry_view, "tree_entry"),
+            route("<path:object_id>/tree/entry/<str:entry_id>/image/<int:index>/", self.image_view, "tree_image"),
             route("<path:object_id>/tree/compare/", self.compare_view, "tree_compare"),
             route("<path:object_id>/tree/export/", self.export_view, "tree_export"),
             route("<path:object_id>/tree/action/<str:action>/", self.action_view, "tree_action"),
@@ -391,6 +412,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
         )
         urls["change"] = reverse("admin:sessiontree_agentsession_change", args=[row.pk])
         urls["history"] = reverse("admin:sessiontree_agentsession_history", args=[row.pk])
+        # The tree page with its main line through an entry (the alternatives pager): + "<id>&focus=<id>".
+        urls["line"] = f"{urls['tree']}?line="
         return urls
 
     # --- what plug-ins' pages use (plugins.py) -------------------------------------------------------
@@ -449,9 +472,13 @@ class AgentSessionAdmin(admin.ModelAdmin):
         show = show if show in ENTRY_FILTERS else "all"
         text = request.GET.get("q", "").strip()
         focus = request.GET.get("focus") or None
+        line = request.GET.get("line") or None
         context = self._page_context(request, row, f"Entry tree of {row}")
         context.update(self._session_panels(row))
-        context.update({"show": show, "q": text, "filters": ENTRY_FILTERS, "focus": focus})
+        context.update({"show": show, "q": text, "filters": ENTRY_FILTERS, "focus": focus, "line": line})
+        keep = {key: value for key, value in (("show", show if show != "all" else ""), ("q", text)) if value}
+        if keep:  # the pager keeps the filters and the find
+            context["urls"]["line"] = f"{context['urls']['tree']}?{urlencode(keep)}&line="
         provider = get_provider_for_session(row.session_id)
         try:
             if show != "all" or text:
@@ -459,21 +486,27 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 matches = find_entries(provider, row.session_id, show=show, text=text, page=page)
                 context["matches"] = matches
                 context["match_rows"] = [_match_row(entry, matches) for entry in matches.entries]
-            window = tree_window(provider, row.session_id, focus_entry_id=focus)
+            window = tree_window(provider, row.session_id, focus_entry_id=focus, line_entry_id=line)
         except SessionTreeError as exc:
             context["error"] = f"{exc.code}: {exc}"
-            return TemplateResponse(request, "admin/sessiontree/tree/page.html", context)
-        _decorate(window)
+            return _guarded(TemplateResponse(request, "admin/sessiontree/tree/page.html", context))
+        # A deep link to an entry the session does not hold says so instead of silently showing the leaf.
+        unknown = [(what, value) for what, value, used in (("focus", focus, window.focus_entry_id),
+                                                            ("line", line, window.line_entry_id)) if value and not used]  # fmt: skip
+        context["unknown_ids"] = unknown
+        context["line"] = window.line_entry_id
+        self._decorate(window, context["urls"])
         skeleton = window.skeleton
         context.update(
             {
                 "window": window,
                 "rows": window.rows,
+                "rows_html": rows_html(window.rows, context["urls"], window.line_entry_id),
                 "skeleton": skeleton,
                 "leaf_entry_id": skeleton.leaf_entry_id,
                 "expected_leaf": skeleton.leaf_entry_id or NO_LEAF,
                 "compacted_count": len(skeleton.compacted_by),
-                "compact_form": CompactForm(),
+                "compact_form": CompactForm(auto_id="compact-%s"),
             }
         )
         loaded = [r.entry for r in window.iter_rows() if r.entry is not None]
@@ -481,12 +514,31 @@ class AgentSessionAdmin(admin.ModelAdmin):
             "tree", request, row, loaded, leaf_entry_id=skeleton.leaf_entry_id, can_act=context["can_act"]
         )
         context.update(self._plugin_context(on_page))
-        return TemplateResponse(request, "admin/sessiontree/tree/page.html", context)
+        return _guarded(TemplateResponse(request, "admin/sessiontree/tree/page.html", context))
 
-    def _fragment(self, request: HttpRequest, row: AgentSession, window: TreeWindow) -> HttpResponse:
-        _decorate(window)
-        context = {"rows": window.rows, "urls": self._urls(row)}
-        return TemplateResponse(request, "admin/sessiontree/tree/_rows.html", context)
+    def _decorate(self, window: TreeWindow, urls: dict[str, str]) -> None:
+        """Marker, preview and readable body of every loaded entry (display is the admin's business)."""
+        entry_url = urls["entry"]
+        registry = plugins.registry()
+        for row in window.iter_rows():
+            if row.kind == "entry" and row.entry is not None:
+                # A message reads as its rendered body (no preview needed); a plug-in's entry, or
+                # any other, as its marker and one-line preview.
+                marker = body_marker(row.entry)
+                if marker is not None and registry.marker(row.entry) is None:
+                    body = row_body_html(row.entry, image_base=f"{entry_url}{row.entry_id}/image/")
+                    if body is not None:
+                        row.marker, row.body = marker, body
+                        continue
+                row.marker, row.preview = describe_entry(row.entry)
+            elif row.kind == "branch" and row.name_entry is not None:
+                row.marker, row.preview = describe_entry(row.name_entry)
+
+    def _fragment(self, request: HttpRequest, row: AgentSession, window: TreeWindow, line: str | None) -> HttpResponse:
+        urls = self._urls(row)
+        self._decorate(window, urls)
+        context = {"rows": window.rows, "rows_html": rows_html(window.rows, urls, window.line_entry_id or line)}
+        return _guarded(TemplateResponse(request, "admin/sessiontree/tree/_rows.html", context))
 
     def branch_view(self, request: HttpRequest, object_id: str, entry_id: str) -> HttpResponse:
         row = self._session(request, object_id)
@@ -494,16 +546,24 @@ class AgentSessionAdmin(admin.ModelAdmin):
         window = self._read(
             lambda: branch_window(get_provider_for_session(row.session_id), row.session_id, entry_id, level=level)
         )
-        return self._fragment(request, row, window)
+        return self._fragment(request, row, window, None)
 
     def run_view(self, request: HttpRequest, object_id: str, entry_id: str) -> HttpResponse:
         row = self._session(request, object_id)
         count = _int(request.GET.get("count"), 1)
         level = _int(request.GET.get("level"), 0)
+        line = request.GET.get("line") or None
         window = self._read(
-            lambda: run_window(get_provider_for_session(row.session_id), row.session_id, entry_id, count, level=level)
+            lambda: run_window(
+                get_provider_for_session(row.session_id),
+                row.session_id,
+                entry_id,
+                count,
+                level=level,
+                line_entry_id=line,
+            )
         )
-        return self._fragment(request, row, window)
+        return self._fragment(request, row, window, line)
 
     @staticmethod
     def _read(read: Any) -> Any:
@@ -529,6 +589,12 @@ class AgentSessionAdmin(admin.ModelAdmin):
             can_act=context["can_act"],
         )
         context.update(self._plugin_context(on_page))
+        urls = context["urls"]
+        body = None
+        if plugins.registry().marker(detail.entry) is None:
+            body = entry_body_html(detail.entry, image_base=f"{urls['entry']}{entry_id}/image/")
+        usage = detail.usage
+        step_tokens = sum(step.tokens for step in detail.steps if step.status in ("sent", "summary"))
         context.update(
             {
                 "detail": detail,
@@ -536,6 +602,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "entry_json": to_json(detail.entry, pretty=True),
                 "marker": marker,
                 "preview": preview,
+                "body": body,
                 "custom_fields": entry_fields(detail.entry) or [],
                 "custom_caption": _fields_caption(detail.entry),
                 "steps": [_step_view(step) for step in detail.steps],
@@ -546,38 +613,68 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "path_hidden": max(0, len(detail.path_ids) - PATH_HEAD - PATH_TAIL)
                 if len(detail.path_ids) > PATH_SHOWN
                 else 0,
+                "tokens": {
+                    "total": usage.tokens,
+                    "reported": usage.usage_tokens,
+                    "estimated": usage.trailing_tokens,
+                    "reported_at": _usage_entry(detail, usage.last_usage_index),
+                    "after": len(detail.context["messages"]) - (usage.last_usage_index + 1)
+                    if usage.last_usage_index is not None
+                    else len(detail.context["messages"]),
+                    "rows": step_tokens,
+                    "rows_partial": bool(detail.hidden_steps),
+                },
                 "expected_leaf": detail.leaf_entry_id or NO_LEAF,
                 "is_user_message": detail.entry.get("type") == "message"
                 and message_of(detail.entry).get("role") == "user",
-                "navigate_form": NavigateForm(initial={"entry_id": entry_id}),
-                "label_form": LabelForm(initial={"entry_id": entry_id, "label": (detail.label or {}).get("label", "")}),
-                "fork_form": ForkForm(initial={"entry_id": entry_id}),
+                "navigate_form": NavigateForm(auto_id="navigate-%s", initial={"entry_id": entry_id}),
+                "label_form": LabelForm(
+                    auto_id="label-%s", initial={"entry_id": entry_id, "label": (detail.label or {}).get("label", "")}
+                ),
+                "fork_form": ForkForm(auto_id="fork-%s", initial={"entry_id": entry_id}),
             }
         )
-        return TemplateResponse(request, "admin/sessiontree/tree/_entry.html", context)
+        return _guarded(TemplateResponse(request, "admin/sessiontree/tree/_entry.html", context))
+
+    def image_view(self, request: HttpRequest, object_id: str, entry_id: str, index: int) -> HttpResponse:
+        """The ``index``-th image of an entry's message, when it is a raster image in base64 (else 404)."""
+        row = self._session(request, object_id)
+        entry = self._read(lambda: get_provider_for_session(row.session_id).get_entry(row.session_id, entry_id))
+        blocks = image_blocks(entry)
+        decoded = image_bytes(blocks[index]) if index < len(blocks) else None
+        if decoded is None:
+            raise Http404(f"Entry {entry_id} has no image {index} that can be shown")
+        data, mime = decoded
+        response = HttpResponse(data, content_type=mime)
+        response["X-Content-Type-Options"] = "nosniff"
+        response["Content-Security-Policy"] = "default-src 'none'; sandbox"
+        response["Cache-Control"] = "private, max-age=300"
+        return response
 
     def compare_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         row = self._session(request, object_id)
-        a = request.GET.get("a") or row.leaf_entry_id or ""
-        b = request.GET.get("b") or ""
-        context = self._page_context(request, row, f"Compare two leaves of {row}")
-        context.update({"a": a, "b": b})
+        context = self._page_context(request, row, f"Compare two branches of {row}")
         provider = get_provider_for_session(row.session_id)
+        a = request.GET.get("a", "").strip()
+        b = request.GET.get("b", "").strip()
         try:
-            with provider.read(row.session_id) as view:
-                skeleton = read_skeleton(view)
-            context["tips"] = _tips(skeleton)
+            tips = branch_tips(provider, row.session_id)
+            # Opened without a choice: the leaf against the latest other branch.
+            a = a or (tips[0].entry_id if tips else "")
+            b = b or next((tip.entry_id for tip in tips if tip.entry_id != a), "")
+            context["tips"] = [_tip_view(tip) for tip in tips]
+            known = {tip.entry_id for tip in tips}
+            context["extra_choices"] = [value for value in dict.fromkeys([a, b]) if value and value not in known]
+            context.update({"a": a, "b": b})
             if a and b:
                 comparison = compare_leaves(provider, row.session_id, a, b)
                 context["comparison"] = comparison
-                context["compare_rows"] = [
-                    (_brief(left) if left else None, _brief(right) if right else None)
-                    for left, right in comparison.rows
-                ]
+                context["compare_rows"] = [_aligned_view(aligned) for aligned in comparison.rows]
                 context["common"] = _brief(comparison.common_ancestor) if comparison.common_ancestor else None
+                context["tips_by_id"] = {tip["id"]: tip for tip in context["tips"]}
         except SessionTreeError as exc:
             context["error"] = f"{exc.code}: {exc}"
-        return TemplateResponse(request, "admin/sessiontree/tree/compare.html", context)
+        return _guarded(TemplateResponse(request, "admin/sessiontree/tree/compare.html", context))
 
     def export_view(self, request: HttpRequest, object_id: str) -> HttpResponseBase:
         row = self._session(request, object_id)
@@ -714,12 +811,20 @@ class AgentSessionAdmin(admin.ModelAdmin):
             return HttpResponseRedirect(back)
         try:
             if spec.preview is not None and request.POST.get("confirmed") != "yes":
-                preview = spec.preview(row, data)
-                context = self._page_context(request, row, f"{spec.title}: are you sure?")
-                fields = [(k, v) for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "confirmed")]
-                context.update({"action": spec, "preview": preview, "fields": fields})
-                return TemplateResponse(request, "admin/sessiontree/tree/confirm.html", context)
+                return self._confirm(request, row, spec, data)
             outcome = spec.run(request, row, data)
+        except LeafConflict as exc:
+            if spec.preview is None:
+                messages.error(request, f"{spec.title} refused: {exc.code}: {exc}")
+                return HttpResponseRedirect(back)
+            # The page confirmed was stale (an agent appended meanwhile): nothing was done;
+            # show the confirmation again, as the tree is now.
+            messages.error(request, f"{spec.title} refused, nothing was done: {exc.code}: {exc}")
+            try:
+                return self._confirm(request, row, spec, data)
+            except SessionTreeError as again:
+                messages.error(request, f"{spec.title} refused: {again.code}: {again}")
+                return HttpResponseRedirect(back)
         except SessionTreeError as exc:
             messages.error(request, f"{spec.title} refused: {exc.code}: {exc}")
             return HttpResponseRedirect(back)
@@ -732,16 +837,52 @@ class AgentSessionAdmin(admin.ModelAdmin):
         query = {"focus": outcome.focus_entry_id} if outcome.focus_entry_id else {}
         return HttpResponseRedirect(self._tree_url(row.pk, **query))
 
+    def _confirm(
+        self,
+        request: HttpRequest,
+        row: AgentSession,
+        spec: Any,
+        data: dict[str, Any],
+    ) -> HttpResponse:
+        """The confirmation page of ``spec``, as the tree is now. When the leaf
+        moved since the operator's page was read (the form's ``expected_leaf``),
+        the page says so and confirming acts on the tree it shows: it is never
+        a preview of a leaf the operator did not see."""
+        provider = get_provider_for_session(row.session_id)
+        session = provider.get_session(row.session_id)
+        current = session["leaf_entry_id"] if session is not None else row.leaf_entry_id
+        seen = parse_expected_leaf(data.get("expected_leaf"))
+        moved = "expected_leaf" in data and seen is not UNSET and seen != current
+        fields = {k: v for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "confirmed")}
+        if moved:
+            data = {**data, "expected_leaf": current or NO_LEAF}
+            fields["expected_leaf"] = current or NO_LEAF
+        preview = spec.preview(row, data)
+        title = f"{spec.title}: are you sure?" if preview.possible else f"{spec.title}: nothing to do"
+        context = self._page_context(request, row, title)
+        context.update(
+            {
+                "action": spec,
+                "preview": preview,
+                "fields": list(fields.items()),
+                "moved": moved,
+                "seen_leaf": seen if moved else None,
+                "current_leaf": current,
+            }
+        )
+        return _guarded(TemplateResponse(request, "admin/sessiontree/tree/confirm.html", context))
+
 
 # --- helpers for the templates ---------------------------------------------------------------
 
 
-def _short_time(moment: dt.datetime | None) -> str:
-    if moment is None:
-        return "—"
-    return format_html(
-        '<span title="{}">{}</span>', moment.isoformat(), timezone.localtime(moment).strftime("%Y-%m-%d %H:%M")
-    )
+def _short_time(value: dt.datetime | None) -> str:
+    return moment(value)
+
+
+def _guarded(response: TemplateResponse) -> TemplateResponse:
+    response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+    return response
 
 
 def _int(value: Any, default: int) -> int:
@@ -749,15 +890,6 @@ def _int(value: Any, default: int) -> int:
         return max(0, int(value))
     except (TypeError, ValueError):
         return default
-
-
-def _decorate(window: TreeWindow) -> None:
-    """Marker and preview of every loaded entry (display is the admin's business)."""
-    for row in window.iter_rows():
-        if row.kind == "entry" and row.entry is not None:
-            row.marker, row.preview = describe_entry(row.entry)
-        elif row.kind == "branch" and row.name_entry is not None:
-            row.marker, row.preview = describe_entry(row.name_entry)
 
 
 def _fields_caption(entry: Any) -> str:
@@ -772,11 +904,59 @@ def _fields_caption(entry: Any) -> str:
 
 def _brief(entry: Any) -> dict[str, Any]:
     marker, preview = describe_entry(entry)
-    return {"id": entry["id"], "type": entry.get("type"), "marker": marker, "preview": preview}
+    message = entry.get("message") if entry.get("type") == "message" else None
+    text = message_text(message) if isinstance(message, dict) else ""
+    return {
+        "id": entry["id"],
+        "type": entry.get("type"),
+        "marker": marker,
+        "preview": preview,
+        "text": shorten(text, 2000) if text else "",
+        "time": entry.get("timestamp"),
+    }
 
 
-def _tips(skeleton: Any) -> list[dict[str, Any]]:
-    return [{"id": tip, "is_leaf": tip == skeleton.leaf_entry_id} for tip in skeleton.tips[:200]]
+def _usage_entry(detail: Any, index: int | None) -> str | None:
+    """The entry whose provider-reported usage the context's size starts from."""
+    if index is None:
+        return None
+    source = detail.context["source_entry_ids"]
+    return source[index] if index < len(source) else None
+
+
+def _tip_view(tip: BranchTip) -> dict[str, Any]:
+    """A branch tip as the compare page offers it: a name an operator recognizes."""
+    name = ""
+    if tip.name_entry is not None:
+        marker, preview = describe_entry(tip.name_entry)
+        name = f"{marker}: {shorten(preview, 70)}"
+    if tip.is_leaf:
+        where = "the leaf (active path)"
+    elif tip.fork_id is not None:
+        where = f"branch from {tip.fork_id}, {tip.size} entr{'y' if tip.size == 1 else 'ies'}"
+    else:
+        where = "a branch tip"
+    title = " — ".join(part for part in (f"“{tip.label}”" if tip.label else "", name) if part)
+    return {
+        "id": tip.entry_id,
+        "is_leaf": tip.is_leaf,
+        "label": tip.label,
+        "where": where,
+        "name": name,
+        "text": f"{tip.entry_id} · {where}" + (f" · {title}" if title else ""),
+        "depth": tip.depth,
+        "time": (tip.tip_entry or {}).get("timestamp"),
+    }
+
+
+def _aligned_view(aligned: Any) -> dict[str, Any]:
+    left = _brief(aligned.a) if aligned.a is not None else None
+    right = _brief(aligned.b) if aligned.b is not None else None
+    if aligned.kind == "changed" and left and right:
+        diff = word_diff_html(left["text"], right["text"]) if left["text"] and right["text"] else None
+        if diff is not None:
+            left["diff"], right["diff"] = diff
+    return {"kind": aligned.kind, "a": left, "b": right, "a_depth": aligned.a_depth, "b_depth": aligned.b_depth}
 
 
 def _match_row(entry: Any, matches: Any) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from django.core.validators import RegexValidator
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema_field
 from rest_framework import serializers
 
+from sessiontree.core.compaction import CompactionSettings
 from sessiontree.core.entries import DEFAULT_MAX_ENTRY_DEPTH, MAX_ENTRY_ID_LENGTH, json_depth_exceeds
 from sessiontree.core.errors import InvalidEntry, InvalidSessionId
 from sessiontree.core.types import SessionTreeSession
@@ -42,6 +43,10 @@ SESSION_STATUSES = tuple(AgentSession.Status.values)  # named StatusEnum in the 
 
 # DRF refuses a NUL in any text field: the schema says so.
 NO_NUL = RegexValidator(r"^[^\x00]*$", message="Null characters are not allowed.")
+
+
+# More recent tokens than any context holds: the whole path is kept, nothing to compact.
+MAX_KEEP_RECENT_TOKENS = 100_000_000
 
 
 class StrictCharField(serializers.CharField):
@@ -500,6 +505,15 @@ class CompactSerializer(InputSerializer):
 
     custom_instructions = StrictCharField(
         required=False, allow_null=True, allow_blank=True, max_length=10_000, help_text="Added to the summary prompt."
+    )
+    keep_recent_tokens = StrictIntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_KEEP_RECENT_TOKENS,
+        help_text=(
+            "Tokens of recent conversation kept verbatim (the rest is summarized); "
+            f"default {CompactionSettings().keep_recent_tokens}, Pi's. The admin's compact form sets the same."
+        ),
     )
     expected_leaf_id = expected_leaf_field()
 

@@ -29,6 +29,7 @@ from rest_framework.response import Response
 from rest_framework.viewsets import GenericViewSet
 
 from sessiontree import services
+from sessiontree.core.compaction import CompactionSettings
 from sessiontree.core.context_builder import UNSET
 from sessiontree.core.errors import (
     NOT_FOUND,
@@ -496,9 +497,11 @@ class SessionViewSet(SessionScopedViewSet):
     def compact(self, request: Request, session_id: str) -> Response:
         """201 with the compaction entry, or 200 ``{"compacted": false}`` when there is nothing to compact."""
         data = parse(s.CompactSerializer, request.data)
+        keep = data.get("keep_recent_tokens")
         entry = services.compact_session(
             provider=self.provider(),
             session_id=self.session_id,
+            settings=CompactionSettings(keep_recent_tokens=keep) if keep is not None else None,
             custom_instructions=data.get("custom_instructions"),
             expected_leaf_id=self.expected_leaf_id(data),
             actor=request.user,

@@ -8,21 +8,23 @@ message, left out because a compaction summarized it, or never a message
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import difflib
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from sessiontree.core.compaction import estimate_context_tokens, estimate_tokens
+from sessiontree.core.compaction import ContextUsageEstimate, estimate_context_tokens, estimate_tokens
 from sessiontree.core.context_builder import build_context_from_path, entry_to_message
 from sessiontree.core.entries import message_of
 from sessiontree.core.errors import BadInput, EntryNotFound
 from sessiontree.core.path import walk_path
+from sessiontree.core.text import entry_role, entry_text
 from sessiontree.core.types import Entry, LabelInfo, SessionContext
 from sessiontree.providers.base import SessionTreeProvider
 
-from .tree_window import read_shape
+from .tree_window import NAME_LOOKAHEAD, read_shape, read_skeleton
 
 # Context steps shown in full at most; longer contexts show their two ends.
 MAX_STEPS = 400
@@ -47,6 +49,7 @@ class EntryContext:
     context: SessionContext
     steps: list[ContextStep]
     tokens: int  # estimated size of the whole context
+    usage: ContextUsageEstimate  # how ``tokens`` was counted: provider-reported usage + estimated messages
     children: list[str]
     on_active_path: bool
     is_leaf: bool
@@ -106,13 +109,15 @@ def entry_context(provider: SessionTreeProvider, session_id: str, entry_id: str)
     context = build_context_from_path(path)
     steps, compaction_id = context_steps(path, context)
     shown, hidden = _shorten_steps(steps)
+    usage = estimate_context_tokens(context["messages"])
     return EntryContext(
         entry=path[-1],
         path_ids=path_ids,
         label=labels.get(entry_id),
         context=context,
         steps=shown,
-        tokens=estimate_context_tokens(context["messages"]).tokens,
+        tokens=usage.tokens,
+        usage=usage,
         children=children,
         on_active_path=entry_id in active,
         is_leaf=entry_id == leaf_id,
@@ -136,6 +141,24 @@ class BranchSide:
     context_tokens: int  # estimated size of the whole context at this leaf
     divergent_tokens: int  # estimated tokens of the messages after the common ancestor
     messages: int  # messages in the context at this leaf
+    usage: ContextUsageEstimate | None = None  # how ``context_tokens`` was counted
+    depth: int = 0  # the leaf's depth
+
+
+@dataclass
+class AlignedRow:
+    """One line of two compared branches, aligned from their common ancestor.
+
+    ``kind``: ``same`` (both sides hold an entry with the same content),
+    ``changed`` (both hold an entry at this point of the conversation, with
+    different content), ``only_a`` / ``only_b`` (one side has an entry the
+    other has nothing for)."""
+
+    kind: str
+    a: Entry | None
+    b: Entry | None
+    a_depth: int = 0
+    b_depth: int = 0
 
 
 @dataclass
@@ -145,21 +168,93 @@ class LeafComparison:
     common_depth: int
     a: BranchSide
     b: BranchSide
-    rows: list[tuple[Entry | None, Entry | None]] = field(default_factory=list)
+    rows: list[AlignedRow] = field(default_factory=list)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        found = {"same": 0, "changed": 0, "only_a": 0, "only_b": 0}
+        for row in self.rows:
+            found[row.kind] += 1
+        return found
 
 
 def _side(leaf_entry_id: str, path: list[Entry], common_index: int) -> BranchSide:
     context = build_context_from_path(path)
     divergent = path[common_index + 1 :]
     divergent_tokens = sum(estimate_tokens(message) for e in divergent if (message := entry_to_message(e)) is not None)
+    usage = estimate_context_tokens(context["messages"])
     return BranchSide(
         leaf_entry_id=leaf_entry_id,
         entries=divergent[:MAX_SIDE],
         count=len(divergent),
-        context_tokens=estimate_context_tokens(context["messages"]).tokens,
+        context_tokens=usage.tokens,
         divergent_tokens=divergent_tokens,
         messages=len(context["messages"]),
+        usage=usage,
+        depth=len(path) - 1,
     )
+
+
+_NOT_CONTENT = frozenset({"id", "parentId", "timestamp"})
+
+
+def content_key(entry: Entry) -> str:
+    """What an entry says, without where it sits: its type, its role, its text
+    (else its other fields). Two entries with the same key say the same thing."""
+    text = entry_text(entry)
+    if text:
+        return f"{entry.get('type')}\x00{entry_role(entry) or ''}\x00{text}"
+    rest = {key: value for key, value in entry.items() if key not in _NOT_CONTENT}
+    if entry.get("type") == "message" and isinstance(rest.get("message"), Mapping):
+        message = dict(rest["message"])
+        for volatile in ("timestamp", "usage", "responseId"):
+            message.pop(volatile, None)
+        rest["message"] = message
+    return orjson.dumps(rest, option=orjson.OPT_SORT_KEYS, default=str).decode("utf-8")
+
+
+def _kind_key(entry: Entry) -> str:
+    return f"{entry.get('type')}\x00{entry_role(entry) or entry.get('customType') or ''}"
+
+
+def align_branches(a: Sequence[Entry], b: Sequence[Entry], *, a_depth: int = 0, b_depth: int = 0) -> list[AlignedRow]:
+    """The entries after a common ancestor on two branches, aligned by what they
+    say rather than by position: equal entries side by side (``same``), runs
+    that differ paired by kind where they can (``changed``), the rest on one
+    side only. Depths count from the ancestor's depth + 1."""
+    keys_a = [content_key(entry) for entry in a]
+    keys_b = [content_key(entry) for entry in b]
+    rows: list[AlignedRow] = []
+    depth = {"a": a_depth, "b": b_depth}
+
+    def add(kind: str, x: Entry | None, y: Entry | None) -> None:
+        if x is not None:
+            depth["a"] += 1
+        if y is not None:
+            depth["b"] += 1
+        rows.append(AlignedRow(kind, x, y, depth["a"] if x is not None else 0, depth["b"] if y is not None else 0))
+
+    matcher = difflib.SequenceMatcher(None, keys_a, keys_b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            for x, y in zip(a[i1:i2], b[j1:j2], strict=True):
+                add("same", x, y)
+            continue
+        for left, right in _pair_by_kind(a[i1:i2], b[j1:j2]):
+            kind = "changed" if left is not None and right is not None else ("only_a" if left is not None else "only_b")
+            add(kind, left, right)
+    return rows
+
+
+def _pair_by_kind(a: Sequence[Entry], b: Sequence[Entry]) -> Iterator[tuple[Entry | None, Entry | None]]:
+    """Two differing runs paired where their kinds (type and role) line up, in order."""
+    matcher = difflib.SequenceMatcher(None, [_kind_key(e) for e in a], [_kind_key(e) for e in b], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            yield from zip(a[i1:i2], b[j1:j2], strict=True)
+            continue
+        yield from ((x, None) for x in a[i1:i2])
+        yield from ((None, y) for y in b[j1:j2])
 
 
 def compare_leaves(provider: SessionTreeProvider, session_id: str, a: str, b: str) -> LeafComparison:
@@ -182,14 +277,7 @@ def compare_leaves(provider: SessionTreeProvider, session_id: str, a: str, b: st
     entries_b = [by_id[entry_id] for entry_id in path_b]
     side_a = _side(a, entries_a, common_index)
     side_b = _side(b, entries_b, common_index)
-    width = max(len(side_a.entries), len(side_b.entries))
-    rows = [
-        (
-            side_a.entries[i] if i < len(side_a.entries) else None,
-            side_b.entries[i] if i < len(side_b.entries) else None,
-        )
-        for i in range(width)
-    ]
+    rows = align_branches(side_a.entries, side_b.entries, a_depth=common_index, b_depth=common_index)
     common_id = path_a[common_index] if common_index >= 0 else None
     return LeafComparison(
         common_ancestor_id=common_id,
@@ -199,6 +287,84 @@ def compare_leaves(provider: SessionTreeProvider, session_id: str, a: str, b: st
         b=side_b,
         rows=rows,
     )
+
+
+# --- branch tips, named ----------------------------------------------------------------------
+
+TIPS_NAMED = 200
+
+
+@dataclass
+class BranchTip:
+    """The end of a branch, named so an operator can tell it from the others."""
+
+    entry_id: str
+    is_leaf: bool
+    depth: int
+    fork_id: str | None  # where its branch leaves the active path (None: the active path itself)
+    size: int  # entries from the fork to the tip
+    label: str  # the latest label on the branch, if any
+    name_entry: Entry | None  # the first message of the branch (the leaf's: the latest user message)
+    tip_entry: Entry | None
+    on_active_path: bool = False
+
+
+def branch_tips(provider: SessionTreeProvider, session_id: str, *, limit: int = TIPS_NAMED) -> list[BranchTip]:
+    """The session's branch tips (the leaf first, then the others, latest first),
+    each with where its branch leaves the active path, its size, its latest
+    label and the message it is named by: one read of the skeleton, one batch of payloads."""
+    with provider.read(session_id) as view:
+        skeleton = read_skeleton(view)
+        shape = skeleton.shape
+        active = skeleton.active
+        leaf = skeleton.leaf_entry_id
+        tips = list(reversed(shape.tips()))
+        if leaf is not None and leaf in shape.parent:
+            tips = [leaf, *(tip for tip in tips if tip != leaf)]
+        named: list[tuple[str, list[str], str | None]] = []  # tip, its branch root first, fork
+        for tip in tips[:limit]:
+            branch: list[str] = []
+            current: str | None = tip
+            while current is not None and current not in active:
+                branch.append(current)
+                current = shape.parent_of(current)
+            if not branch:  # the leaf, or a tip on the active path: name it by its own recent past
+                branch = walk_path(tip, shape.parent)
+                named.append((tip, branch, None))
+            else:
+                named.append((tip, list(reversed(branch)), current))
+        wanted: dict[str, None] = {}
+        for tip, branch, fork in named:
+            wanted[tip] = None
+            head = branch[-NAME_LOOKAHEAD * 4 :] if fork is None else branch[:NAME_LOOKAHEAD]
+            wanted.update(dict.fromkeys(head))
+        ids = list(wanted)
+        by_id = dict(zip(ids, view.entries(ids), strict=True)) if ids else {}
+    found: list[BranchTip] = []
+    for tip, branch, fork in named:
+        if fork is None:
+            recent = [by_id[e] for e in reversed(branch[-NAME_LOOKAHEAD * 4 :])]
+            name = next((e for e in recent if entry_role(e) == "user"), None)
+        else:
+            first = [by_id[e] for e in branch[:NAME_LOOKAHEAD]]
+            name = next((e for e in first if entry_role(e) == "user"), None) or next(
+                (e for e in first if e.get("type") == "message"), first[0] if first else None
+            )
+        label = next((skeleton.labels[e]["label"] for e in reversed(branch) if e in skeleton.labels), "")
+        found.append(
+            BranchTip(
+                entry_id=tip,
+                is_leaf=tip == leaf,
+                depth=shape.depth_of(tip),
+                fork_id=fork,
+                size=len(branch) if fork is not None else 0,
+                label=label,
+                name_entry=name,
+                tip_entry=by_id.get(tip),
+                on_active_path=tip in active,
+            )
+        )
+    return found
 
 
 # --- entries found by kind or text -----------------------------------------------------------
@@ -217,8 +383,35 @@ class EntryMatches:
     leaf_entry_id: str | None
 
 
+def _string_values(value: Any) -> Iterator[str]:
+    """The strings inside a JSON value (values only: never an object's keys)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _string_values(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _string_values(item)
+
+
+def searchable_text(entry: Entry) -> str:
+    """What "find" looks in: the entry's words (``core.text.entry_text``:
+    messages, tool calls and results, summaries), a custom entry's string
+    values, a label's text, a session name; never JSON keys, ids, types or
+    numbers (so "usage" does not find every assistant message)."""
+    kind = entry.get("type")
+    if kind == "custom":
+        return "\n".join(_string_values(entry.get("data")))
+    if kind == "label":
+        return str(entry.get("label") or "")
+    if kind == "session_info":
+        return str(entry.get("name") or "")
+    return entry_text(entry)
+
+
 def _matches_text(entry: Entry, needle: str) -> bool:
-    return needle in orjson.dumps(entry).decode("utf-8").casefold()
+    return needle in searchable_text(entry).casefold() or entry.get("id") == needle
 
 
 def find_entries(
@@ -231,8 +424,9 @@ def find_entries(
     per_page: int = 200,
 ) -> EntryMatches:
     """Entries of the session (append order) of one kind (``messages``,
-    ``user`` messages, ``labelled`` ones, or ``all``) whose JSON contains
-    ``text`` (case-insensitive), one page at a time."""
+    ``user`` messages, ``labelled`` ones, or ``all``) whose text
+    (``searchable_text``) contains ``text`` (case-insensitive), or whose id
+    is ``text``, one page at a time."""
     if show not in ENTRY_FILTERS:
         raise BadInput(f"Unknown entry filter {show!r}; use one of {', '.join(ENTRY_FILTERS)}")
     needle = text.strip().casefold()

@@ -268,8 +268,16 @@ class TreeRow:
     name_entry: Entry | None = None  # branch: the entry it is named by (its first message)
     open: bool = False  # branch: shown unfolded (it leads to the focused entry)
     rows: list[TreeRow] = field(default_factory=list)  # branch: its rows when open
+    # An entry whose parent is a branch point: its place among the alternatives
+    # (1-based), how many there are, and the alternatives before and after it.
+    sibling_index: int = 0
+    sibling_count: int = 0
+    prev_sibling: str | None = None
+    next_sibling: str | None = None
+    child_count: int = 0  # a branch point's children
     marker: str = ""  # filled by the face that shows the row
     preview: str = ""
+    body: Any = None  # the entry's readable body (HTML), filled by the face
 
 
 @dataclass
@@ -277,6 +285,7 @@ class TreeWindow:
     skeleton: TreeSkeleton
     rows: list[TreeRow]
     focus_entry_id: str | None = None
+    line_entry_id: str | None = None  # the main line goes through this entry (else the active path)
 
     def iter_rows(self) -> Iterable[TreeRow]:
         stack = list(reversed(self.rows))
@@ -290,13 +299,11 @@ class TreeWindow:
         return [row for row in self.iter_rows() if row.kind == "entry"]
 
 
-def _pick(kids: list[str], prefer: frozenset[str] | set[str], then: frozenset[str] | set[str]) -> str:
-    for kid in kids:
-        if kid in prefer:
-            return kid
-    for kid in kids:
-        if kid in then:
-            return kid
+def _pick(kids: list[str], *preferences: frozenset[str] | set[str]) -> str:
+    for prefer in preferences:
+        for kid in kids:
+            if kid in prefer:
+                return kid
     return kids[0]
 
 
@@ -306,9 +313,12 @@ def _line(
     prefer: frozenset[str] | set[str],
     limit: int | None = None,
     then: frozenset[str] | set[str] = frozenset(),
+    first: frozenset[str] | set[str] = frozenset(),
 ) -> list[str]:
-    """From ``start_id`` down: at each step the child in ``prefer`` (the
-    active path), else the one in ``then`` (the way to a focused entry), else the first."""
+    """From ``start_id`` down: at each step the child in ``first`` (the path
+    to the entry the line is asked to go through), else the one in ``prefer``
+    (the active path), else the one in ``then`` (the way to a focused entry),
+    else the first."""
     children = shape.children
     ids = [start_id]
     current = start_id
@@ -316,7 +326,7 @@ def _line(
         kids = children.get(current)
         if not kids:
             break
-        current = kids[0] if len(kids) == 1 else _pick(kids, prefer, then)
+        current = kids[0] if len(kids) == 1 else _pick(kids, first, prefer, then)
         ids.append(current)
         if len(ids) > shape.count:  # pragma: no cover - children come from a parent map: no cycle reaches here
             break
@@ -324,20 +334,26 @@ def _line(
 
 
 class _Layout:
-    def __init__(self, skeleton: TreeSkeleton, focus_id: str | None) -> None:
+    def __init__(self, skeleton: TreeSkeleton, focus_id: str | None, line_id: str | None = None) -> None:
         self.skeleton = skeleton
         self.shape = skeleton.shape
         self.focus_id = focus_id if focus_id is not None and skeleton.has(focus_id) else None
         self.focus_path: frozenset[str] = (
             frozenset(walk_path(self.focus_id, self.shape.parent)) if self.focus_id else frozenset()
         )
+        self.line_id = line_id if line_id is not None and skeleton.has(line_id) else None
+        # The main line: the path to the entry asked for, else the active path.
+        self.main_path: list[str] = (
+            walk_path(self.line_id, self.shape.parent) if self.line_id is not None else list(skeleton.active_path)
+        )
+        self.line_path: frozenset[str] = frozenset(self.main_path) if self.line_id is not None else frozenset()
         self.budget = MAX_ROWS
         self.open_depth = 0
 
     def entry_row(self, entry_id: str, level: int, depth: int) -> TreeRow:
         sk = self.skeleton
         label = sk.labels.get(entry_id)
-        return TreeRow(
+        row = TreeRow(
             kind="entry",
             level=level,
             entry_id=entry_id,
@@ -349,6 +365,16 @@ class _Layout:
             compacted_by=sk.compacted_by.get(entry_id, ""),
             in_flight=entry_id == sk.in_flight_entry_id,
         )
+        if row.is_branch_point:
+            row.child_count = len(self.shape.children.get(entry_id, ()))
+        parent_id = self.shape.parent_of(entry_id)
+        if parent_id is not None and parent_id in self.shape.branch_points:
+            siblings = self.shape.children[parent_id]
+            index = siblings.index(entry_id)
+            row.sibling_index, row.sibling_count = index + 1, len(siblings)
+            row.prev_sibling = siblings[index - 1] if index > 0 else None
+            row.next_sibling = siblings[index + 1] if index + 1 < len(siblings) else None
+        return row
 
     def branch_row(self, entry_id: str, level: int, depth: int) -> TreeRow:
         row = TreeRow(kind="branch", level=level, entry_id=entry_id, size=self.shape.subtree_size(entry_id))
@@ -385,12 +411,12 @@ class _Layout:
     def line_rows(self, start_id: str, level: int, depth: int, *, main: bool = False) -> list[TreeRow]:
         """The rows of the line from ``start_id`` (at ``depth``): kept entries, folded branches, runs."""
         sk = self.skeleton
-        if main and sk.active_path and sk.active_path[0] == start_id:
-            # The main line is the active path, then on from the leaf.
-            ids = list(sk.active_path)
+        if main and self.main_path and self.main_path[0] == start_id:
+            # The main line is the active path (or the path to the entry asked for), then on from its end.
+            ids = list(self.main_path)
             ids.extend(_line(self.shape, ids[-1], sk.active, then=self.focus_path)[1:])
         else:
-            ids = _line(self.shape, start_id, sk.active, then=self.focus_path)
+            ids = _line(self.shape, start_id, sk.active, then=self.focus_path, first=self.line_path)
         kept = self._kept(ids, main=main)
         rows: list[TreeRow] = []
         previous = -1
@@ -429,7 +455,9 @@ class _Layout:
         if not roots:
             return []
         in_focus = next((root for root in roots if root in self.focus_path), roots[0])
-        main = next((root for root in roots if root in sk.active), in_focus)
+        main = next((root for root in roots if root in self.line_path), None) or next(
+            (root for root in roots if root in sk.active), in_focus
+        )
         rows = [self.branch_row(root, 1, 0) for root in roots if root != main]
         rows.extend(self.line_rows(main, 0, 0, main=True))
         return rows
@@ -469,16 +497,26 @@ def _fill_payloads(view: Any, window: TreeWindow) -> None:
             row.name_entry = next((entry for entry in head if entry.get("type") == "message"), head[0])
 
 
-def tree_window(provider: SessionTreeProvider, session_id: str, *, focus_entry_id: str | None = None) -> TreeWindow:
+def tree_window(
+    provider: SessionTreeProvider,
+    session_id: str,
+    *,
+    focus_entry_id: str | None = None,
+    line_entry_id: str | None = None,
+) -> TreeWindow:
     """The first view of a session's tree: the main line from the root through
     the leaf, folded branches, collapsed runs; unfolded down to
-    ``focus_entry_id`` when one is given."""
+    ``focus_entry_id`` when one is given. With ``line_entry_id`` the main line
+    goes through that entry instead of the leaf (an alternative at a branch
+    point, flipped to); the active path stays marked. An id the session does
+    not hold is ignored: ``TreeWindow.focus_entry_id``/``line_entry_id`` say
+    which were used."""
     with provider.read(session_id) as view:
         skeleton = read_skeleton(view)
-        layout = _Layout(skeleton, focus_entry_id)
+        layout = _Layout(skeleton, focus_entry_id, line_entry_id)
         rows = layout.top_rows()
         rows.extend(layout.unreachable_rows())
-        window = TreeWindow(skeleton, rows, layout.focus_id)
+        window = TreeWindow(skeleton, rows, layout.focus_id, layout.line_id)
         _fill_payloads(view, window)
     return window
 
@@ -500,16 +538,23 @@ def branch_window(provider: SessionTreeProvider, session_id: str, entry_id: str,
 
 
 def run_window(
-    provider: SessionTreeProvider, session_id: str, entry_id: str, count: int, *, level: int = 0
+    provider: SessionTreeProvider,
+    session_id: str,
+    entry_id: str,
+    count: int,
+    *,
+    level: int = 0,
+    line_entry_id: str | None = None,
 ) -> TreeWindow:
     """The rows of a collapsed run: ``count`` entries down the line from
-    ``entry_id``, at most ``RUN_CHUNK`` of them shown, the rest a run again."""
+    ``entry_id``, at most ``RUN_CHUNK`` of them shown, the rest a run again
+    (down the path to ``line_entry_id`` when the page's main line goes there)."""
     with provider.read(session_id) as view:
         skeleton = read_skeleton(view)
         _known(skeleton, session_id, entry_id)
-        layout = _Layout(skeleton, None)
+        layout = _Layout(skeleton, None, line_entry_id)
         # One entry past the run: the line goes on there, so it is not a branch.
-        line = _line(skeleton.shape, entry_id, skeleton.active, limit=max(1, count) + 1)
+        line = _line(skeleton.shape, entry_id, skeleton.active, limit=max(1, count) + 1, first=layout.line_path)
         ids = line[: max(1, count)]
         depth = skeleton.shape.depth_of(entry_id)
         rows: list[TreeRow] = []

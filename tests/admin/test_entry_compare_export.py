@@ -84,13 +84,16 @@ def test_compare_two_leaves(admin_client, branched):
     assert comparison.b.divergent_tokens > 0
     html = response.content.decode()
     assert "Common ancestor: <a" in html and common in html
-    assert html.count("<tr><td>") == max(len(comparison.a.entries), len(comparison.b.entries))
+    # Every divergent entry of each side is on exactly one aligned row.
+    assert html.count('<tr class="compare-row') == len(comparison.rows)
+    assert [r.a["id"] for r in comparison.rows if r.a] == [e["id"] for e in comparison.a.entries]
+    assert [r.b["id"] for r in comparison.rows if r.b] == [e["id"] for e in comparison.b.entries]
 
 
 def test_compare_offers_the_branch_tips(admin_client, branched):
     html = admin_client.get(tree_url(branched, "tree_compare")).content.decode()
 
-    assert html.count('<option value="') == branched.branch_count
+    assert html.count('<option value="') == 2 * branched.branch_count  # one list per side
     assert admin_client.get(tree_url(branched, "tree_compare"), {"a": "nope", "b": "x"}).status_code == 200
 
 

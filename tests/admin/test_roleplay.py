@@ -361,6 +361,21 @@ def test_a_correction_the_reducer_refuses_is_shown_on_the_form_and_appends_nothi
     assert not LogEntry.objects.exists()
 
 
+def test_a_refusal_names_the_value_in_the_way_in_json_terms_never_a_python_type(moderator_client, story):
+    """Issue 25: a pointer through a string was refused with jsonpointer's
+    "non-container type <class 'str'>"."""
+    story, _ids = story
+
+    response = moderator_client.post(
+        rp_action(story.row, "correct"), correction(story, op="add", path="/appearance/hair/color", value='"red"')
+    )
+
+    page = text(response)
+    assert 'id="rp-refused"' in page
+    assert "<class" not in html.unescape(page)
+    assert '/appearance/hair is a string ("ear-length"), not an object or an array' in page
+
+
 def test_the_correct_link_prefills_the_form_with_the_recorded_value(admin_client, story):
     story, _ids = story
 
@@ -554,6 +569,9 @@ def test_archiving_the_character_disables_its_actions_but_keeps_the_state_readab
     )
 
     assert "becomes read-only on this branch" in text(page)
+    # Issue 25: the page read "Archive the character of character alice".
+    assert "of character" not in text(page)
+    assert "Archive the character: character <strong>alice</strong>, session" in text(page)
     archive = story.entry(story.leaf)
     assert archive["customType"] == schema.ARCHIVE_TYPE and archive["data"]["reason"] == "the story ended"
     panel = text(moderator_client.get(state_url(story.row)))

@@ -147,6 +147,21 @@ def test_compact_nothing_then_something(api, kind, users):
     api.post(f"/api/sessions/{sid}/compact/", {"custom_instructions": 3}, expected=400)
 
 
+def test_compact_with_keep_recent_tokens_as_the_admin_can(api, kind):
+    """Issue 25: the admin's compact form lowers the keep-recent budget; the API
+    refused the same field (400 unknown field)."""
+    sid = api.create_session(kind)["session_id"]
+    ids = [api.say(sid, f"turn {i} " + words(300), role="user" if i % 2 == 0 else "assistant")["id"] for i in range(8)]
+    # With Pi's default budget (20,000 tokens) these ~3,000 tokens are all recent: nothing to compact.
+    assert api.post(f"/api/sessions/{sid}/compact/", {}, expected=200) == {"compacted": False}
+
+    entry = api.post(f"/api/sessions/{sid}/compact/", {"keep_recent_tokens": 500}, expected=201)
+
+    assert entry["type"] == "compaction" and entry["firstKeptEntryId"] in ids[4:]
+    for bad in (-1, "500", 1.5, True, 10**12):
+        api.post(f"/api/sessions/{sid}/compact/", {"keep_recent_tokens": bad}, expected=400)
+
+
 def test_labels_set_and_clear(api, kind, users):
     sid = api.create_session(kind)["session_id"]
     first = api.say(sid, "hello")

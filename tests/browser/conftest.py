@@ -9,10 +9,16 @@ against ``live_server``.
   server speaks plain HTTP on localhost, so these tests turn the secure-cookie
   flags off for their own run, or the login could not keep its session.
 - Screenshots go to ``test-artifacts/`` (git-ignored).
+- The accessibility check injects axe-core (pinned in
+  ``tests/browser/axe/package-lock.json``, installed by ``make axe``, which
+  ``make test`` runs) into the page and fails on any serious or critical
+  violation; each page's full report goes to ``test-artifacts/axe-*.json``.
+  Without the package the check skips with the reason, in CI it fails.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -35,6 +41,9 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+AXE_SCRIPT = Path(__file__).resolve().parent / "axe" / "node_modules" / "axe-core" / "axe.min.js"
+# What the check fails on (axe's impacts: minor, moderate, serious, critical).
+AXE_FAILING = ("serious", "critical")
 PASSWORD = "browser-test-pw"
 
 
@@ -102,3 +111,41 @@ def screenshot(request):
         return target
 
     return take
+
+
+@pytest.fixture(scope="session")
+def axe_source() -> str:
+    if AXE_SCRIPT.is_file():
+        return AXE_SCRIPT.read_text(encoding="utf-8")
+    reason = f"axe-core is not installed at {AXE_SCRIPT.relative_to(ARTIFACTS.parent)} (make axe; it needs npm)"
+    if in_ci():
+        pytest.fail(f"the accessibility check must run in CI: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def accessibility(axe_source, request):
+    """``check(page, name)``: axe-core's report on the page as it is now; fails on
+    any serious or critical violation. Injected with ``evaluate`` (the session
+    pages' Content-Security-Policy refuses inline scripts, as it should)."""
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    def check(page, name: str) -> list[dict[str, Any]]:
+        if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+            page.evaluate(axe_source)
+        violations = page.evaluate(
+            """async () => {
+                const result = await window.axe.run(document, {resultTypes: ["violations"]});
+                return result.violations.map(v => ({
+                    id: v.id, impact: v.impact, help: v.help,
+                    nodes: v.nodes.slice(0, 8).map(n => ({target: n.target.join(" "), summary: n.failureSummary})),
+                }));
+            }"""
+        )
+        report = ARTIFACTS / f"axe-{request.node.name}-{name}.json".replace("/", "_")
+        report.write_text(json.dumps({"url": page.url, "violations": violations}, indent=2), encoding="utf-8")
+        failing = [v for v in violations if v["impact"] in AXE_FAILING]
+        assert not failing, f"axe on {name} ({page.url}): " + json.dumps(failing, indent=2)
+        return violations
+
+    return check

@@ -42,7 +42,7 @@ def test_unfold_a_branch_and_see_an_entrys_context(operator_page: Page, demo_sit
     expect(row).to_be_visible()
     expect(row.locator(".tag")).to_have_text("decimal fix")
 
-    row.locator(".preview").click()
+    row.locator(".marker").click()  # the row (messages show a rendered body, not a preview)
     panel = page.locator("#entry-panel")
     expect(panel.locator("h3")).to_have_text("LLM context with this entry as the leaf")
     expect(panel.locator(".context-steps .step-sent").first).to_be_visible()
@@ -64,7 +64,7 @@ def test_switch_the_leaf_and_see_the_highlighted_path_change(operator_page: Page
     expect(page.locator(f"#entry-{old_leaf}.active.leaf")).to_be_visible()
 
     page.locator("details.branch > summary", has_text="Use Decimal").click()
-    page.locator(f"#entry-{decimal} .preview").click()
+    page.locator(f"#entry-{decimal} .marker").click()
     page.locator("#switch-leaf").click()
     expect(page.locator(".confirm-preview")).to_contain_text(f"to {decimal}")
     screenshot(page, "confirm")
@@ -84,7 +84,7 @@ def test_label_an_entry(operator_page: Page, demo_site, screenshot):
     leaf = AgentSession.objects.get(session_id="demo-coding-2").leaf_entry_id
     target = get_provider_for_session("demo-coding-2").get_entry("demo-coding-2", leaf)["parentId"]
 
-    page.locator(f"#entry-{target} .preview").click()
+    page.locator(f"#entry-{target} .marker").click()
     page.locator("#label-input").fill("checked by ops")
     page.locator("#set-label").click()
 

@@ -126,7 +126,7 @@ def test_navigate_back_before_a_change_and_see_the_state_panel_change(operator_p
 
     # The tree page: the entry before the haircut's commit, "Switch the leaf here".
     page.locator("a.button", has_text="Entry tree").click()
-    page.locator(f"#entry-{before_commit} .preview").click()
+    page.locator(f"#entry-{before_commit} .marker").click()
     page.locator("#switch-leaf").click()
     page.locator("#confirm-action").click()
     expect(page.locator(f"#entry-{before_commit}")).to_have_class(re.compile(r"\bleaf\b"))

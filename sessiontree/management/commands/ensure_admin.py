@@ -24,8 +24,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--username", default="admin")
         parser.add_argument("--password", default=None, help="Default: $ADMIN_PASSWORD, else 'admin'.")
+        parser.add_argument("--url", default=LOGIN_URL, help=f"The console's address to print (default {LOGIN_URL}).")
 
-    def handle(self, *args: Any, username: str, password: str | None, **options: Any) -> None:
+    def handle(self, *args: Any, username: str, password: str | None, url: str = LOGIN_URL, **options: Any) -> None:
         explicit = password if password is not None else os.environ.get("ADMIN_PASSWORD") or None
         users = get_user_model().objects
         user = users.filter(username=username).first()
@@ -47,5 +48,5 @@ class Command(BaseCommand):
             else:
                 shown = "(its current password, unchanged)"
             state = "exists"
-        self.stdout.write(f"Admin console: {LOGIN_URL}")
+        self.stdout.write(f"Admin console: {url}")
         self.stdout.write(self.style.SUCCESS(f"Login: {username} / {shown} (user {state})"))

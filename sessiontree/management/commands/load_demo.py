@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -484,6 +485,7 @@ class Command(SessionTreeCommand):
         default_kind = get_provider(provider).kind
         actor = self.actor
         created = present = registered = 0
+        kinds: Counter[str] = Counter()  # where each demo session is (or would be)
         if reset:
             self._reset(dry_run=dry_run, actor=actor)
         for spec in DEMO_SESSIONS:
@@ -491,9 +493,11 @@ class Command(SessionTreeCommand):
             owner = None if reset and not dry_run else self._owner(spec.session_id)
             if owner is not None:
                 present += 1
+                kinds[owner.kind] += 1
                 where = "" if owner.kind == kind else f" (in the {owner.kind} provider)"
                 self.stdout.write(f"Exists {spec.session_id}{where}")
                 continue
+            kinds[kind] += 1
             if dry_run:
                 self.stdout.write(f"Would create {spec.session_id} ({kind})")
                 created += 1
@@ -508,9 +512,10 @@ class Command(SessionTreeCommand):
             created += 1
             self.stdout.write(f"Created {spec.session_id} ({kind})")
         verb = "would be created" if dry_run else "created"
+        where = ", ".join(f"{count} {kind}" for kind, count in sorted(kinds.items()))
         self.stdout.write(
             self.style.SUCCESS(
-                f"Demo data ({default_kind} provider): {len(DEMO_SESSIONS)} sessions, "
+                f"Demo data: {len(DEMO_SESSIONS)} sessions ({where}), "
                 f"{created} {verb}, {present} already present"
                 + (f", {registered} registered from existing files." if registered else ".")
             )
