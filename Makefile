@@ -42,13 +42,15 @@ NPM ?= $(shell command -v npm)
 AXE := tests/browser/axe
 AXE_STAMP := $(AXE)/.installed-stamp
 
-.PHONY: help venv run-venv interop axe run migrate demo test test-sqlite test-mysql lint format schema bench mysql-up clean
+.PHONY: help venv run-venv interop axe run migrate demo test test-sqlite test-mysql test-galera lint format schema bench mysql-up clean
 
 help:
 	@echo "make run          virtualenv, migrate, demo data, admin user, serve on http://127.0.0.1:8000/admin/ (PORT=… another port)"
 	@echo "make test         every test on SQLite, then on MySQL/MariaDB ($(MYSQL_URL))"
 	@echo "make test-sqlite  the SQLite leg only"
 	@echo "make test-mysql   the MySQL leg only (REQUIRE_MYSQL=1: fails if the server is unreachable)"
+	@echo "make test-galera  a 3-node Galera cluster on loopback: the contract suite on node 1 and multi-primary scenarios"
+	@echo "                  (skipped without galera-4 and rsync unless REQUIRE_GALERA=1, as in CI)"
 	@echo "make interop      install the pinned Pi package and node 22 into interop/ (again only when the lockfile changes)"
 	@echo "make axe          install the pinned axe-core into tests/browser/axe/ for the accessibility tests"
 	@echo "make lint         ruff check + ruff format --check + mypy (django-stubs) + lint-imports (import rules)"
@@ -129,15 +131,41 @@ test: venv interop axe
 
 test-sqlite: venv interop axe
 	@echo "== test leg: SQLite (whole suite)"
-	env -u DATABASE_URL -u SESSIONTREE_DB_TESTS_ONLY REQUIRE_MYSQL=0 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	env -u DATABASE_URL -u SESSIONTREE_DB_TESTS_ONLY -u REQUIRE_GALERA REQUIRE_MYSQL=0 $(BIN)/python -m pytest --ignore=tests/galera $(PYTEST_ARGS)
 
 # The MySQL leg runs every database-backed test (the pure-kernel tests do not
 # touch a database and already ran on SQLite); MYSQL_FULL=1 runs everything.
 MYSQL_FULL ?= 0
 test-mysql: venv interop axe
 	@echo "== test leg: MySQL/MariaDB at $(MYSQL_URL) ($(if $(filter 1,$(MYSQL_FULL)),whole suite,database-backed tests))"
-	DATABASE_URL=$(MYSQL_URL) REQUIRE_MYSQL=1 SESSIONTREE_DB_TESTS_ONLY=$(if $(filter 1,$(MYSQL_FULL)),0,1) \
-		$(BIN)/python -m pytest $(PYTEST_ARGS)
+	env -u REQUIRE_GALERA DATABASE_URL=$(MYSQL_URL) REQUIRE_MYSQL=1 SESSIONTREE_DB_TESTS_ONLY=$(if $(filter 1,$(MYSQL_FULL)),0,1) \
+		$(BIN)/python -m pytest --ignore=tests/galera $(PYTEST_ARGS)
+
+# The Galera leg (docs/scale-out.md): a 3-node MariaDB Galera cluster on
+# loopback with its own datadirs and ports (tests/galera/cluster.py; never
+# the 3306 server's), the contract suite against node 1 and the
+# multi-primary scenarios (tests/galera/), with wsrep_sync_wait=1 as
+# docs/scale-out.md recommends; the cluster is stopped afterwards whatever
+# happened. Without galera-4/rsync it is skipped with the reason, unless
+# REQUIRE_GALERA=1 (CI), where that and a cluster that cannot start fail.
+GALERA_DIR ?= $(or $(TMPDIR),/tmp)/sessiontree-galera
+GALERA_BASE_PORT ?= 14306
+GALERA_URL := mysql://root@127.0.0.1:$(GALERA_BASE_PORT)/test
+test-galera: venv
+	@reason="$$($(BIN)/python -c 'from tests.galera.cluster import missing_reason; print(missing_reason() or "")')"; \
+	if [ -n "$$reason" ]; then \
+		if [ "$${REQUIRE_GALERA:-0}" = 1 ]; then echo "== test leg: Galera FAILED: $$reason (REQUIRE_GALERA=1)" >&2; exit 1; fi; \
+		echo "== test leg: Galera skipped: $$reason (REQUIRE_GALERA=1 makes this a failure)"; exit 0; \
+	fi; \
+	echo "== test leg: Galera (3 nodes on 127.0.0.1:$(GALERA_BASE_PORT)-$$(($(GALERA_BASE_PORT) + 2)), $(GALERA_DIR))"; \
+	trap '$(BIN)/python -m tests.galera.cluster stop --dir "$(GALERA_DIR)"' EXIT; \
+	start=$$(date +%s); \
+	$(BIN)/python -m tests.galera.cluster start --dir "$(GALERA_DIR)" --base-port $(GALERA_BASE_PORT); \
+	env -u SESSIONTREE_DB_TESTS_ONLY DATABASE_URL=$(GALERA_URL) REQUIRE_MYSQL=1 REQUIRE_GALERA=1 \
+		GALERA_DIR="$(GALERA_DIR)" GALERA_BASE_PORT=$(GALERA_BASE_PORT) \
+		SESSIONTREE_DB_SESSION_VARIABLES=$${SESSIONTREE_DB_SESSION_VARIABLES:-wsrep_sync_wait=1} \
+		$(BIN)/python -m pytest tests/contract tests/galera $(PYTEST_ARGS); \
+	echo "== test leg: Galera passed in $$(($$(date +%s) - start)) s"
 
 lint: venv
 	$(BIN)/ruff check .

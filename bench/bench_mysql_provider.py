@@ -176,7 +176,7 @@ INSERT_ENTRY_SQL = (
 )
 
 
-def floor_insert_ms(connect: dict[str, Any], database: str, session_pk: int, samples: int) -> tuple[float, float]:
+def floor_insert_ms(connect: dict[str, Any], database: str, session_key: str, samples: int) -> tuple[float, float]:
     """Median ms per plain autocommit INSERT of one entry row, and rows/s."""
     import MySQLdb
     import orjson
@@ -189,7 +189,7 @@ def floor_insert_ms(connect: dict[str, Any], database: str, session_pk: int, sam
     start_all = time.perf_counter()
     for i in range(samples):
         entry_id = f"f{i:07x}"
-        params = (session_pk, entry_id, parent, i + 1, i, orjson.dumps(message(i)).decode())
+        params = (session_key, entry_id, parent, i + 1, i, orjson.dumps(message(i)).decode())
         start = time.perf_counter()
         cursor.execute(INSERT_ENTRY_SQL, params)
         timings.append((time.perf_counter() - start) * 1000)
@@ -200,7 +200,7 @@ def floor_insert_ms(connect: dict[str, Any], database: str, session_pk: int, sam
 
 
 def raw_locked_append_ms(
-    connect: dict[str, Any], database: str, session_pk: int, samples: int, *, batched: bool = False
+    connect: dict[str, Any], database: str, session_key: str, samples: int, *, batched: bool = False
 ) -> tuple[float, float]:
     """The floor of the design's locked append, without Python or Django in the way:
     the same statements the provider sends (``SELECT … FOR UPDATE`` of the session
@@ -227,14 +227,14 @@ def raw_locked_append_ms(
     select = (
         "SELECT id, provider, status, leaf_entry_id, root_entry_id, entry_count, branch_count, "
         "compaction_count, leaf_depth, leaf_in_flight, leaf_has_children "
-        "FROM neta_agent_session WHERE id = %s FOR UPDATE"
+        "FROM neta_agent_session WHERE session_id = %s FOR UPDATE"
     )
     update = (
         "UPDATE neta_agent_session SET leaf_entry_id = %s, entry_count = %s, leaf_depth = %s, "
-        "leaf_in_flight = 0, leaf_has_children = 0, updated_at = NOW(6) WHERE id = %s"
+        "leaf_in_flight = 0, leaf_has_children = 0, updated_at = NOW(6) WHERE session_id = %s"
     )
     plain_cursor.execute(
-        "SELECT COALESCE(MAX(entry_seq), 0) FROM neta_agent_session_entry WHERE session_id = %s", [session_pk]
+        "SELECT COALESCE(MAX(entry_seq), 0) FROM neta_agent_session_entry WHERE session_id = %s", [session_key]
     )
     seq = int(plain_cursor.fetchone()[0])
     locked_ms: list[float] = []
@@ -247,22 +247,22 @@ def raw_locked_append_ms(
             body = orjson.dumps(message(i)).decode()
             start = time.perf_counter()
             if batched:
-                lock_cursor.execute("START TRANSACTION; " + lock_cursor.mogrify(select, [session_pk]))
+                lock_cursor.execute("START TRANSACTION; " + lock_cursor.mogrify(select, [session_key]))
                 lock_cursor.nextset()
                 lock_cursor.fetchone()
                 statements = [
-                    lock_cursor.mogrify(insert, (session_pk, entry_id, parent, seq, seq - 1, body)),
-                    lock_cursor.mogrify(update, (entry_id, seq, seq - 1, session_pk)),
+                    lock_cursor.mogrify(insert, (session_key, entry_id, parent, seq, seq - 1, body)),
+                    lock_cursor.mogrify(update, (entry_id, seq, seq - 1, session_key)),
                     "COMMIT",
                 ]
                 lock_cursor.execute("; ".join(statements))
                 while lock_cursor.nextset():
                     pass
             else:
-                lock_cursor.execute(select, [session_pk])
+                lock_cursor.execute(select, [session_key])
                 lock_cursor.fetchone()
-                lock_cursor.execute(insert, (session_pk, entry_id, parent, seq, seq - 1, body))
-                lock_cursor.execute(update, (entry_id, seq, seq - 1, session_pk))
+                lock_cursor.execute(insert, (session_key, entry_id, parent, seq, seq - 1, body))
+                lock_cursor.execute(update, (entry_id, seq, seq - 1, session_key))
                 locked.commit()
             locked_ms.append((time.perf_counter() - start) * 1000)
             parent = entry_id
@@ -271,7 +271,7 @@ def raw_locked_append_ms(
             entry_id = f"r{seq:07x}"
             body = orjson.dumps(message(i)).decode()
             start = time.perf_counter()
-            plain_cursor.execute(insert, (session_pk, entry_id, parent, seq, seq - 1, body))
+            plain_cursor.execute(insert, (session_key, entry_id, parent, seq, seq - 1, body))
             plain_ms.append((time.perf_counter() - start) * 1000)
             parent = entry_id
     locked.close()
@@ -312,7 +312,6 @@ def main() -> None:
 def run(args: argparse.Namespace, connect: dict[str, Any]) -> None:
     from django.db import connection
 
-    from sessiontree.models import AgentSession
     from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
 
     random.seed(1)
@@ -354,21 +353,21 @@ def run(args: argparse.Namespace, connect: dict[str, Any]) -> None:
     print(f"median navigate (operations layer, between two tips): {navigate_ms:.3f} ms")
 
     # 3. the floor: plain INSERTs with mysqlclient into the same table
-    floor_pk = AgentSession.objects.get(session_id=provider.create_session(session_id="floor")["session_id"]).pk
-    floor_ms, floor_rate = floor_insert_ms(connect, args.database, floor_pk, args.samples * 3)
+    floor_key = provider.create_session(session_id="floor")["session_id"]
+    floor_ms, floor_rate = floor_insert_ms(connect, args.database, floor_key, args.samples * 3)
     print(f"floor: plain autocommit INSERT median {floor_ms:.3f} ms ({floor_rate:.0f} rows/s)")
     print(f"ratio append/floor: {shallow / floor_ms:.2f} at depth 10, {deep / floor_ms:.2f} at depth {args.deep}")
 
     # 4. the design's locked append as raw SQL (no Python/Django overhead), against the floor
-    raw_pk = AgentSession.objects.get(session_id=provider.create_session(session_id="raw")["session_id"]).pk
-    raw_ms, raw_floor_ms = raw_locked_append_ms(connect, args.database, raw_pk, args.samples * 3)
+    raw_key = provider.create_session(session_id="raw")["session_id"]
+    raw_ms, raw_floor_ms = raw_locked_append_ms(connect, args.database, raw_key, args.samples * 3)
     print(
         f"raw locked append (SELECT FOR UPDATE + INSERT + UPDATE + COMMIT, mysqlclient, no autocommit toggling): "
         f"median {raw_ms:.3f} ms vs plain INSERT {raw_floor_ms:.3f} ms, alternating: ratio {raw_ms / raw_floor_ms:.2f}"
     )
-    batched_pk = AgentSession.objects.get(session_id=provider.create_session(session_id="raw-batched")["session_id"]).pk
+    batched_key = provider.create_session(session_id="raw-batched")["session_id"]
     batched_ms, batched_floor_ms = raw_locked_append_ms(
-        connect, args.database, batched_pk, args.samples * 3, batched=True
+        connect, args.database, batched_key, args.samples * 3, batched=True
     )
     print(
         f"the same in 2 round trips (multi-statements: START TRANSACTION + SELECT FOR UPDATE; INSERT + UPDATE + COMMIT): "

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # A storage failure on a page outside the API: 503/409 with Retry-After, not a 500.
+    "sessiontree.api.middleware.StorageErrorMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -168,11 +171,53 @@ TEMPLATES = [
 WSGI_APPLICATION = "config.wsgi.application"
 
 
+# Django's backends with typed failures and read retries (sessiontree/providers/db_errors.py).
+ENGINES = {
+    "django.db.backends.mysql": "sessiontree.providers.backends.mysql",
+    "django.db.backends.sqlite3": "sessiontree.providers.backends.sqlite3",
+}
+_SESSION_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SESSION_VALUE = re.compile(r"-?[0-9]+(\.[0-9]+)?|[A-Za-z_][A-Za-z0-9_,-]*|'[^'\\]*'")
+
+
+def session_variables_from_env(name: str = "SESSIONTREE_DB_SESSION_VARIABLES") -> dict[str, str]:
+    """``wsrep_sync_wait=1,innodb_lock_wait_timeout=20`` as ``{name: value}``:
+    MySQL/MariaDB session variables every new connection sets (Galera's
+    read-your-writes: ``wsrep_sync_wait=1``; docs/scale-out.md). A name must
+    be an identifier; a value a number, a word or a quoted string."""
+    raw = os.environ.get(name, "").strip()
+    found: dict[str, str] = {}
+    for item in (part.strip() for part in raw.split(";" if ";" in raw else ",")):
+        if not item:
+            continue
+        variable, separator, value = (piece.strip() for piece in item.partition("="))
+        if not separator or not _SESSION_VARIABLE.fullmatch(variable) or not _SESSION_VALUE.fullmatch(value):
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not NAME=VALUE (a variable name, and a number, a word or a 'quoted' value)"
+            )
+        found[variable] = value
+    return found
+
+
+def init_command(base: str, variables: dict[str, str]) -> str:
+    """``base`` (a ``SET …`` of its own) followed by the session variables, one statement."""
+    assignments = ", ".join(f"SESSION {variable} = {value}" for variable, value in variables.items())
+    if not assignments:
+        return base
+    if not base:
+        return f"SET {assignments}"
+    if base.upper().startswith("SET ") and ";" not in base:
+        return f"{base}, {assignments}"
+    raise ImproperlyConfigured(
+        f"SESSIONTREE_DB_SESSION_VARIABLES needs the database's init_command to be one SET statement, not {base!r}"
+    )
+
+
 def database_from_env() -> dict[str, Any]:
     url = os.environ.get("DATABASE_URL")
     if not url:
         return {
-            "ENGINE": "django.db.backends.sqlite3",
+            "ENGINE": ENGINES["django.db.backends.sqlite3"],
             "NAME": os.environ.get("SQLITE_PATH", str(VAR_DIR / "db.sqlite3")),
             # WAL lets readers run beside the writer and makes a commit cheap
             # (no fsync per transaction with synchronous=NORMAL; a power cut
@@ -197,13 +242,31 @@ def database_from_env() -> dict[str, Any]:
         options = config.setdefault("OPTIONS", {})
         options.setdefault("charset", "utf8mb4")
         options.setdefault("init_command", "SET sql_mode='STRICT_TRANS_TABLES'")
+        options["init_command"] = init_command(options["init_command"], SESSIONTREE_DB_SESSION_VARIABLES)
         options.setdefault("isolation_level", "read committed")
         config.setdefault("TEST", {})
         config["TEST"].setdefault("CHARSET", "utf8mb4")
         config["TEST"].setdefault("COLLATION", "utf8mb4_bin")
     if os.environ.get("TEST_DATABASE_NAME"):
         config.setdefault("TEST", {})["NAME"] = os.environ["TEST_DATABASE_NAME"]
+    config["ENGINE"] = ENGINES.get(config["ENGINE"], config["ENGINE"])
     return config
+
+
+# MySQL/MariaDB session variables set on every new connection (docs/scale-out.md):
+# on Galera, wsrep_sync_wait=1 makes a read wait until the node has applied
+# every write the cluster committed before it (read-your-writes on any node).
+SESSIONTREE_DB_SESSION_VARIABLES = session_variables_from_env()
+# How long a read outside a transaction, or a write whose connection failed
+# before its COMMIT, keeps connecting again (a restarting Galera node answers
+# 1047 for a second or two); then the caller gets 503 storage_unavailable.
+_db_retry = os.environ.get("SESSIONTREE_DB_RETRY_SECONDS", "3").strip() or "3"
+try:
+    SESSIONTREE_DB_RETRY_SECONDS = float(_db_retry)
+except ValueError:
+    raise ImproperlyConfigured(f"SESSIONTREE_DB_RETRY_SECONDS={_db_retry!r} is not a number of seconds") from None
+if not 0 <= SESSIONTREE_DB_RETRY_SECONDS <= 300:
+    raise ImproperlyConfigured(f"SESSIONTREE_DB_RETRY_SECONDS={_db_retry!r} must be between 0 and 300 seconds")
 
 
 DATABASES = {"default": database_from_env()}

@@ -3,8 +3,9 @@
 ``AgentSession`` is the session meta row of both providers (leaf, status,
 title…); for the ``mysql`` provider the entries live in ``AgentSessionEntry``,
 for the ``file`` provider in the session's JSONL file. Session lineage (which
-session was forked from which) is an MPTT tree over ``AgentSession``; entries
-are a plain adjacency list (see docs/architecture.md for why).
+session was forked from which) is an MPTT tree over ``AgentSession`` whose
+tree ids are their roots' own keys (``providers/lineage.py``); entries are a
+plain adjacency list (see docs/architecture.md for why).
 """
 
 from __future__ import annotations
@@ -108,9 +109,11 @@ class AgentSession(MPTTModel):
     first_message_preview = models.CharField(max_length=200, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
-
-    class MPTTMeta:
-        order_insertion_by = ["session_id"]
+    # The lineage tree (django-mptt's lft/rght/level/tree_id): each tree's id
+    # is its root's own pk, never allocated as MAX + 1, and forks are
+    # appended as last children: creating a session shifts no other tree
+    # (providers/lineage.py writes these columns).
+    tree_id = models.PositiveBigIntegerField(db_index=True, editable=False)
 
     class Meta:
         # The kernel plan's table names (docs/mysql-provider.md, "Tables").
@@ -138,7 +141,12 @@ class AgentSessionEntry(models.Model):
         COMPLETED = "completed"
         IN_FLIGHT = "in_flight"
 
-    session = models.ForeignKey(AgentSession, on_delete=models.CASCADE, related_name="entries")
+    # Keyed by the session's own id (its public key, not the row's pk), so that
+    # every statement of an entry operation names the session by one key: what
+    # a session-sharded keyspace routes by (docs/scale-out.md).
+    session = models.ForeignKey(
+        AgentSession, on_delete=models.CASCADE, related_name="entries", to_field="session_id", db_column="session_id"
+    )
     entry_id = models.CharField(max_length=64)
     parent_entry_id = models.CharField(max_length=64, null=True, blank=True)
     entry_seq = models.PositiveIntegerField()
@@ -185,17 +193,6 @@ class AgentSessionEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}:{self.entry_id}"
-
-
-class LineageLock(models.Model):
-    """A single row locked (``SELECT … FOR UPDATE``) around lineage writes:
-    django-mptt allocates ``tree_id`` as MAX+1 and shifts ``lft``/``rght``
-    without a lock of its own."""
-
-    name = models.CharField(max_length=32, unique=True)
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class AuditRecord(models.Model):

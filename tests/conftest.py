@@ -14,13 +14,13 @@ import os
 import pytest
 from django.conf import settings
 
-MYSQL_ENGINE = "django.db.backends.mysql"
+MYSQL_ENGINES = {"django.db.backends.mysql", "sessiontree.providers.backends.mysql"}
 # pytest-django's fixture behind `db`, `transactional_db`, `client`, `admin_client`…
 DB_FIXTURE = "_django_db_helper"
 
 
 def is_mysql() -> bool:
-    return settings.DATABASES["default"]["ENGINE"] == MYSQL_ENGINE
+    return settings.DATABASES["default"]["ENGINE"] in MYSQL_ENGINES
 
 
 def mysql_unreachable_reason() -> str | None:
@@ -47,7 +47,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if os.environ.get("REQUIRE_MYSQL") != "1":
         return
     engine = settings.DATABASES["default"]["ENGINE"]
-    if engine != MYSQL_ENGINE:
+    if engine not in MYSQL_ENGINES:
         pytest.exit(
             f"REQUIRE_MYSQL=1 but the configured database is {engine}; "
             "set DATABASE_URL=mysql://root@127.0.0.1:3306/test (or run `make test-mysql`)",

@@ -35,6 +35,7 @@ def test_id_columns_compare_exactly_on_mysql():
         import_module("sessiontree.migrations.0011_legal_hold_and_retention"),
         import_module("sessiontree.migrations.0013_idempotency_records"),
         import_module("sessiontree.migrations.0014_search_index"),
+        import_module("sessiontree.migrations.0016_lineage_and_entry_session_key"),
     ]
     expected = {
         (
@@ -133,3 +134,109 @@ def test_0014_gives_the_search_text_a_full_text_index_on_each_database():
                 "AND TABLE_NAME = 'neta_search_entry' AND COLUMN_NAME = 'text'"
             )
             assert cursor.fetchone()[0] == "utf8mb4_unicode_ci"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0016_rebuilds_the_lineage_with_each_tree_keyed_by_its_root():
+    """Trees numbered MAX + 1 (and two roots sharing a tree id, as the Galera
+    race left them) come out keyed by their roots' pks, agreeing with the
+    parent links, forks in the order they had."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    from tests.providers.lineage import assert_valid_lineage
+
+    before = [("sessiontree", "0013_idempotency_records")]
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(before)
+    try:
+        apps = executor.loader.project_state(before).apps
+        session_model = apps.get_model("sessiontree", "AgentSession")
+
+        def row(session_id: str, tree_id: int, lft: int, rght: int, level: int, parent=None):
+            return session_model.objects.create(
+                session_id=session_id, provider="mysql", tree_id=tree_id, lft=lft, rght=rght, level=level, parent=parent
+            )
+
+        # Tree 1: src with forks f-b (made first) and f-a, and f-b's fork.
+        src = row("src", 1, 1, 8, 0)
+        f_b = row("f-b", 1, 2, 5, 1, src)
+        row("f-b-1", 1, 3, 4, 2, f_b)
+        row("f-a", 1, 6, 7, 1, src)
+        # Two roots that share tree id 2 (the race), one with a fork whose lft/rght are wrong.
+        r1 = row("race-1", 2, 1, 4, 0)
+        row("race-1-fork", 2, 2, 3, 1, r1)
+        row("race-2", 2, 1, 2, 0)
+        lonely = row("lonely", 7, 1, 2, 0)
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
+    finally:
+        MigrationExecutor(connection).migrate(latest)
+    from sessiontree.models import AgentSession
+
+    assert_valid_lineage()
+    by_id = {r.session_id: r for r in AgentSession.objects.all()}
+    assert by_id["src"].tree_id == src.pk and by_id["race-1"].tree_id == r1.pk
+    assert by_id["race-2"].tree_id == by_id["race-2"].pk != r1.pk
+    assert by_id["lonely"].tree_id == lonely.pk
+    assert [s.session_id for s in by_id["src"].get_descendants()] == ["f-b", "f-b-1", "f-a"]
+    assert [s.session_id for s in by_id["race-1"].get_descendants()] == ["race-1-fork"]
+    assert list(by_id["race-2"].get_descendants()) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0016_keys_every_entry_by_its_sessions_id():
+    """Entries stored under the session row's pk come out under the session's
+    id, in the same sessions, with their unique keys and the foreign key."""
+    from django.db import IntegrityError, connection, transaction
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("sessiontree", "0013_idempotency_records")]
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(before)
+    try:
+        apps = executor.loader.project_state(before).apps
+        session_model = apps.get_model("sessiontree", "AgentSession")
+        entry_model = apps.get_model("sessiontree", "AgentSessionEntry")
+        for n, session_id in enumerate(["alpha", "12345", "beta"], 1):
+            session = session_model.objects.create(
+                session_id=session_id,
+                provider="mysql",
+                tree_id=n,
+                lft=1,
+                rght=2,
+                level=0,
+                entry_count=2,
+                branch_count=1,
+                root_entry_id=f"{session_id}-e1",
+                leaf_entry_id=f"{session_id}-e2",
+            )
+            for seq in (1, 2):
+                entry_model.objects.create(
+                    session=session,
+                    entry_id=f"{session_id}-e{seq}",
+                    parent_entry_id=f"{session_id}-e{seq - 1}" if seq > 1 else None,
+                    entry_seq=seq,
+                    depth=seq - 1,
+                    type="message",
+                    message={"role": "user", "content": f"{session_id} {seq}"},
+                )
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
+    finally:
+        MigrationExecutor(connection).migrate(latest)
+    from sessiontree.models import AgentSessionEntry
+    from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
+
+    stored = sorted(AgentSessionEntry.objects.values_list("session_id", "entry_id"))
+    assert stored == sorted((s, f"{s}-e{seq}") for s in ("alpha", "12345", "beta") for seq in (1, 2))
+    provider = MySQLSessionTreeProvider()
+    assert [e["message"]["content"] for e in provider.list_entries("12345")] == ["12345 1", "12345 2"]
+    assert provider.append_message("alpha", {"role": "user", "content": "after"})["parentId"] == "alpha-e2"
+    with pytest.raises(IntegrityError), transaction.atomic():  # (session, entry_id) is still unique
+        AgentSessionEntry.objects.create(session_id="beta", entry_id="beta-e1", entry_seq=9, type="message")
+    if connection.vendor == "mysql":  # SQLite checks foreign keys only at the end of a transaction
+        with pytest.raises(IntegrityError), transaction.atomic():
+            AgentSessionEntry.objects.create(session_id="nobody", entry_id="x", entry_seq=1, type="message")

@@ -75,6 +75,8 @@ class AuditQuerySerializer(serializers.Serializer):
 
 
 class AuditPagination(SessionCursorPagination):
+    # Newest first by the time each record was written; the pk only orders
+    # records of the same microsecond (it says nothing about time on a cluster).
     ordering = ("-created_at", "-id")
 
 

@@ -8,9 +8,13 @@
   summarizer failed, 500 corrupt stored data.
 - DRF's own errors keep their status: validation 400 (``details`` holds the
   field errors), parse errors 400, 401/403, 404, 405, 406, 415, 429.
-- A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is 413; a database that cannot
-  be reached (``OperationalError``/``InterfaceError``) is 503; a value a
-  database column cannot hold (``DataError``) is 400.
+- A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is 413; a database failure
+  is typed (``providers/db_errors.py``): a write that lost a race inside the
+  database after its retries is 409 ``storage_conflict`` with ``Retry-After``,
+  a database that cannot be reached (or a node not ready) 503
+  ``storage_unavailable``, a commit whose outcome is unknown 503
+  ``commit_outcome_unknown``, both with ``Retry-After``; a value a database
+  column cannot hold (``DataError``) is 400.
 - Django's own 400/403/404/500 pages under ``/api/`` answer in the same shape
   (``config/urls.py`` names the handlers below).
 
@@ -25,7 +29,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
-from django.db import DataError, InterfaceError, OperationalError
+from django.db import DataError, InterfaceError, OperationalError, connection
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve
 from django.views import defaults
@@ -33,7 +37,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
-from sessiontree.core.errors import SessionTreeError
+from sessiontree.core.errors import SessionTreeError, StorageConflict
+from sessiontree.providers import db_errors
 
 from .exceptions import RequestTooLarge
 
@@ -93,9 +98,12 @@ def _api_exception_response(exc: exceptions.APIException) -> Response:
     return Response(error_body(_drf_code(exc), message, details), status=exc.status_code, headers=headers)
 
 
-def _retry_after(status_code: int) -> dict[str, str]:
-    """``Retry-After`` for a 503: the storage may answer again in a moment
-    (``SESSIONTREE_RETRY_AFTER_SECONDS``, default 2)."""
+def _retry_after(status_code: int, exc: Exception | None = None) -> dict[str, str]:
+    """``Retry-After`` for a 503 (the storage may answer again in a moment,
+    ``SESSIONTREE_RETRY_AFTER_SECONDS``, default 2) and for a write that lost
+    a race inside the storage (``storage_conflict``: 1 second)."""
+    if isinstance(exc, StorageConflict):
+        return {"Retry-After": str(int(getattr(settings, "SESSIONTREE_CONFLICT_RETRY_AFTER_SECONDS", 1)))}
     if status_code != status.HTTP_503_SERVICE_UNAVAILABLE:
         return {}
     return {"Retry-After": str(int(getattr(settings, "SESSIONTREE_RETRY_AFTER_SECONDS", 2)))}
@@ -103,14 +111,17 @@ def _retry_after(status_code: int) -> dict[str, str]:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's ``EXCEPTION_HANDLER``: every handled error in the one shape."""
+    if isinstance(exc, OperationalError | InterfaceError) and not isinstance(exc, SessionTreeError):
+        # A database error that did not come through this project's backends: typed here alike.
+        exc = db_errors.typed(exc, connection.vendor)  # type: ignore[assignment]
     if isinstance(exc, SessionTreeError):
         set_rollback()
         if exc.http_status >= 500:
-            logger.warning("%s: %s", exc.code, exc)
+            logger.warning("%s: %s (%r)", exc.code, exc, exc.__cause__ or exc)
         return Response(
             error_body(exc.code, str(exc), {"category": exc.category}),
             status=exc.http_status,
-            headers=_retry_after(exc.http_status),
+            headers=_retry_after(exc.http_status, exc),
         )
     if isinstance(exc, RequestDataTooBig):
         exc = RequestTooLarge("The request body is larger than DATA_UPLOAD_MAX_MEMORY_SIZE allows.")
@@ -118,14 +129,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = exceptions.NotFound()
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
-    elif isinstance(exc, OperationalError | InterfaceError):
-        set_rollback()
-        logger.warning("Database unavailable: %s", exc)
-        return Response(
-            error_body("storage_unavailable", "The database cannot be reached right now; try again later."),
-            status=status.HTTP_503_SERVICE_UNAVAILABLE,
-            headers=_retry_after(status.HTTP_503_SERVICE_UNAVAILABLE),
-        )
     elif isinstance(exc, DataError):
         set_rollback()
         logger.warning("A value the database refused: %s", exc)

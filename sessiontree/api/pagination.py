@@ -89,7 +89,9 @@ def paginated_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 class SessionCursorPagination(CursorPagination):
-    ordering = ("-created_at", "-id")
+    # Newest first by creation time; ties by the session's id (never by the
+    # row's pk, which several nodes of a cluster allocate out of time order).
+    ordering = ("-created_at", "-session_id")
     page_size = 50
     page_size_query_param = "page_size"
     max_page_size = 500

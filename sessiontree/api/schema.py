@@ -35,7 +35,8 @@ ERROR_DESCRIPTIONS = {
     406: "The Accept header names no media type this operation answers in.",
     409: (
         "Conflict: the leaf moved (leaf_conflict), the entry is completed, the session is closed or exists, "
-        "an entry id is taken, or the write made with this Idempotency-Key happened but its answer was not kept (idempotency_key_in_use: read the resource)."
+        "an entry id is taken, or the write made with this Idempotency-Key happened but its answer was not kept (idempotency_key_in_use: read the resource); "
+        "or the write lost a race inside the database on every retry and nothing was stored (storage_conflict, with Retry-After: send it again)."
     ),
     412: "If-Match names a version that is not the current one (precondition_failed): read it again.",
     413: "The body or the entry is too large.",
@@ -44,7 +45,10 @@ ERROR_DESCRIPTIONS = {
     422: "The Idempotency-Key was used before with a different request (idempotency_key_reused).",
     431: "The request's header fields are too large (the HTTP server's answer).",
     502: "The summarizer failed.",
-    503: "Storage unavailable: try again later (after Retry-After seconds).",
+    503: (
+        "Storage unavailable: try again later (after Retry-After seconds); commit_outcome_unknown: the write may "
+        "or may not be stored, send it again with the same Idempotency-Key."
+    ),
 }
 SUMMARIZING_ACTIONS = {"navigate", "compact"}
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
@@ -54,6 +58,10 @@ TAG_HEADER = {"type": "string"}
 ETAG_HEADER = {
     "schema": {"type": "string"},
     "description": "The version of the session or entry in the body (send it as If-Match or If-None-Match).",
+}
+CONFLICT_RETRY_AFTER_HEADER = {
+    "schema": {"type": "integer", "minimum": 0},
+    "description": "With storage_conflict only: seconds to wait before sending the same request again.",
 }
 RETRY_AFTER_HEADER = {
     "schema": {"type": "integer", "minimum": 0},
@@ -127,6 +135,8 @@ class SessionTreeAutoSchema(AutoSchema):
                 response["description"] = descriptions[code]
                 if code == 503:
                     response["headers"] = {"Retry-After": RETRY_AFTER_HEADER}
+                elif code == 409:
+                    response["headers"] = {"Retry-After": CONFLICT_RETRY_AFTER_HEADER}
                 responses[str(code)] = response
         return responses
 

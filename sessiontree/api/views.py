@@ -325,7 +325,7 @@ class SessionViewSet(SessionScopedViewSet):
         session["children"] = list(
             visible_sessions(request.user)
             .filter(parent_id=self.session_row().pk)
-            .order_by("created_at", "id")
+            .order_by("created_at", "session_id")
             .values_list("session_id", flat=True)
         )
         return with_session_etag(s.SessionDetailSerializer(session).data)

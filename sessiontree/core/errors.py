@@ -173,6 +173,24 @@ class StorageUnavailable(SessionTreeError):
     category = UNAVAILABLE
 
 
+class StorageConflict(SessionTreeError):
+    """A write lost a race the storage settles by refusing one side (a
+    deadlock, a lock-wait timeout, a certification conflict on a
+    multi-primary cluster) and its retries were used up: nothing was
+    stored; trying again shortly may work."""
+
+    code = "storage_conflict"
+    category = CONFLICT
+
+
+class CommitOutcomeUnknown(StorageUnavailable):
+    """The connection was lost while a write was being committed: it may or
+    may not be stored. A retry with the same idempotency key answers which
+    (and stores nothing twice); without a key, read the session first."""
+
+    code = "commit_outcome_unknown"
+
+
 class SummarizerError(SessionTreeError):
     """A summarizer back end failed (unreachable, HTTP error, timeout, bad reply)."""
 

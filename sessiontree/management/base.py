@@ -15,9 +15,10 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError, InterfaceError
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from sessiontree.core.errors import CATEGORIES, UNAVAILABLE, SessionTreeError
+from sessiontree.providers import db_errors
 from sessiontree.services.audit import Actor, cli_actor
 
 EXIT_BAD_INPUT = CATEGORIES["bad_input"].exit_code
@@ -33,6 +34,8 @@ def one_line(text: Any) -> str:
 
 def command_error(exc: BaseException) -> CommandError:
     """The ``CommandError`` a known failure ends a command with."""
+    if isinstance(exc, OperationalError | InterfaceError) and not isinstance(exc, SessionTreeError):
+        exc = db_errors.typed(exc, connection.vendor)  # a conflict exits 4, the rest 6
     if isinstance(exc, SessionTreeError):
         return CommandError(f"{exc.code}: {one_line(exc)}", returncode=exc.exit_code)
     if isinstance(exc, ImproperlyConfigured):

@@ -254,9 +254,9 @@ _payload_values = itemgetter(*PAYLOAD_COLUMN_NAMES, "extra")
 
 
 def insert_params(
-    session_pk: int, entry: Entry, *, entry_seq: int, depth: int, status: str, created_at: Any
+    session_key: str, entry: Entry, *, entry_seq: int, depth: int, status: str, created_at: Any
 ) -> list[Any]:
-    return [session_pk, entry_seq, depth, status, created_at, *_payload_values(encode_entry(entry))]
+    return [session_key, entry_seq, depth, status, created_at, *_payload_values(encode_entry(entry))]
 
 
 # A multi-row INSERT stays below this many bytes (MariaDB's packet limit is 16 MiB by default).
@@ -412,7 +412,7 @@ def insert_statements(rows_params: Sequence[Sequence[Any]]) -> list[bytes] | Non
 
 
 def encoded_insert_statements(
-    session_pk: int, *, first_seq: int, depths: Sequence[int], status: str, created_at: Any, payloads: Sequence[bytes]
+    session_key: str, *, first_seq: int, depths: Sequence[int], status: str, created_at: Any, payloads: Sequence[bytes]
 ) -> list[bytes] | None:
     """``insert_statements`` of rows whose payloads are ``payload_literals``
     already: only the leading values are added (``None`` off MySQL/MariaDB)."""
@@ -420,11 +420,12 @@ def encoded_insert_statements(
     if literal is None:
         return None
     try:
+        key = _row_literal([session_key], literal)
         lead = b",%b," % _row_literal([status, created_at], literal)
-    except _NotInlinable:  # pragma: no cover - db_now() is text on MySQL
+    except _NotInlinable:  # pragma: no cover - the key and db_now() are text on MySQL
         return None
     return _packed(
-        [b"(%d,%d,%d%b%b)" % (session_pk, first_seq + i, depth, lead, payloads[i]) for i, depth in enumerate(depths)]
+        [b"(%b,%d,%d%b%b)" % (key, first_seq + i, depth, lead, payloads[i]) for i, depth in enumerate(depths)]
     )
 
 
@@ -444,14 +445,14 @@ def _packed(rows: Iterable[bytes]) -> list[bytes]:
     return statements
 
 
-def update_in_flight_params(session_pk: int, entry: Entry, *, status: str, in_flight_status: str) -> list[Any]:
+def update_in_flight_params(session_key: str, entry: Entry, *, status: str, in_flight_status: str) -> list[Any]:
     values = encode_entry(entry)
-    return [*(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra")), status, session_pk, entry["id"], in_flight_status]
+    return [*(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra")), status, session_key, entry["id"], in_flight_status]
 
 
-def erase_params(session_pk: int, entry: Entry, *, status: str) -> list[Any]:
+def erase_params(session_key: str, entry: Entry, *, status: str) -> list[Any]:
     values = encode_entry(entry)
-    return [*(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra")), session_pk, entry["id"], status]
+    return [*(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra")), session_key, entry["id"], status]
 
 
 def db_now() -> Any:

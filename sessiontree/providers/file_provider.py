@@ -53,6 +53,7 @@ from django.utils import timezone
 
 from sessiontree.core.entries import first_message_preview
 from sessiontree.core.errors import (
+    CommitOutcomeUnknown,
     CorruptSessionTree,
     EntryNotFound,
     ImmutableEntry,
@@ -79,7 +80,7 @@ from sessiontree.core.session_reader import (
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts, scan_session_bytes
 
-from . import meta, search_index
+from . import db_errors, meta, search_index
 from .port import (
     BeforeCommit,
     EntryErasure,
@@ -234,7 +235,7 @@ _SELECT_ROW = meta.select_sql([_q("in_flight_entry")])
 _UPDATE_ROW = (
     f"UPDATE {meta.TABLE} SET {_q('leaf_entry_id')} = %s, {_q('root_entry_id')} = %s, {_q('entry_count')} = %s, "
     f"{_q('branch_count')} = %s, {_q('compaction_count')} = %s, {_q('in_flight_entry')} = %s, "
-    f"{_q('first_message_preview')} = %s, {_q('updated_at')} = %s WHERE {_q('id')} = %s"
+    f"{_q('first_message_preview')} = %s, {_q('updated_at')} = %s WHERE {_q('session_id')} = %s"
 )
 
 
@@ -437,7 +438,7 @@ class FileWrite(FileView):
             in_flight,
             state.first_message_preview,
             connection.ops.adapt_datetimefield_value(self.written_at),
-            state.pk,
+            state.session_id,
         ]
 
 
@@ -647,7 +648,11 @@ class FileStorage:
         The file to lock comes from where this process last found it; the
         row read under the lock confirms it, or names the file to start again
         on. Unknown: the row is read first (``SessionNotFound`` before any
-        file is touched)."""
+        file is touched). A database conflict, or a connection lost before
+        the COMMIT, runs it all again (``db_errors.retrying``)."""
+        return db_errors.retrying(lambda: self._write_once(session_id, work, before_commit), what="File write")
+
+    def _write_once(self, session_id: str, work: Callable[[FileWrite], T], before_commit: BeforeCommit | None) -> T:
         path = _known_path(session_id)
         confirmed = path is None
         if path is None:
@@ -678,7 +683,11 @@ class FileStorage:
 
         The lines are written last inside the database transaction: a failed
         write rolls the row back, and a failed commit cuts the lines off again
-        (we still hold the lock, so they are the file's last bytes)."""
+        (we still hold the lock, so they are the file's last bytes). A failed
+        COMMIT is settled by the write's intent (``_settle_intent``): a lost
+        answer of a COMMIT that happened is the write done; one that did not
+        happen, a lost connection before the commit (run again by
+        ``db_errors.retrying``)."""
         index = txn.index
         start = os.fstat(fd).st_size
         grown_meanwhile = start != index.size  # a writer ignoring our lock (Pi) appended since the refresh
@@ -686,7 +695,7 @@ class FileStorage:
         intent: Path | None = None
         committing = False
         try:
-            with transaction.atomic():
+            with db_errors.atomic_unit():
                 if txn.row_changed or txn.pending or _drifted(txn):
                     with connection.cursor() as cursor:
                         cursor.execute(_UPDATE_ROW, txn.row_params())
@@ -700,16 +709,22 @@ class FileStorage:
                     end = start  # from here on, bytes may be in the file
                     end = append_lines(fd, [line for _, line in txn.pending], fsync=self.fsync)
                 committing = True
-        except BaseException:
+        except BaseException as exc:
             if end is not None and committing:
                 # The COMMIT itself failed: it may have happened all the same
                 # (a connection lost while the server committed). The row
                 # says which, once the server has ended the transaction.
                 _forget(path)
                 try:
-                    _settle_intent(path, fd, txn.row.session_id)
+                    committed = _settle_intent(path, fd, txn.row.session_id)
                 except Exception:
+                    committed = None
                     logger.warning("%s: whether a write committed is unknown; the next lock settles it", path.name)
+                if isinstance(exc, CommitOutcomeUnknown) and committed is not None:
+                    if committed:
+                        return  # it did: the write stands (its lines stay), as if the answer had come
+                    # It did not, and its lines are cut: a lost connection before the commit, which may run again.
+                    raise db_errors.not_committed(exc) from exc
             elif end is not None:
                 self._cut_back(path, fd, start)
             if intent is not None and not committing:
@@ -746,13 +761,24 @@ class FileStorage:
         *,
         before_commit: Callable[[SessionTreeSession], None] | None,
     ) -> SessionTreeSession:
+        return db_errors.retrying(
+            lambda: self._create_once(row_fields, header, entries, before_commit), what="Session creation"
+        )
+
+    def _create_once(
+        self,
+        row_fields: dict[str, Any],
+        header: dict[str, Any],
+        entries: list[Entry],
+        before_commit: Callable[[SessionTreeSession], None] | None,
+    ) -> SessionTreeSession:
         session_id = row_fields["session_id"]
         path = self.path_for(session_id)
         data = serialize_file([header, *entries])
         stats = tree_stats(entries)
         created = False
         try:
-            with transaction.atomic():
+            with db_errors.atomic_unit():
                 row = meta.create_row(
                     provider=KIND,
                     session_file=str(path),
@@ -826,6 +852,9 @@ class FileStorage:
     def destroy(self, session_id: str, *, before_commit: Callable[[], None] | None) -> None:
         """Delete the row and the file, both or neither. The file may be
         corrupt (it is never parsed here) but must be a plain file."""
+        db_errors.retrying(lambda: self._destroy_once(session_id, before_commit), what="Session deletion")
+
+    def _destroy_once(self, session_id: str, before_commit: Callable[[], None] | None) -> None:
         row = _select_row(session_id)
         path = self._path(row)
         try:
@@ -846,7 +875,7 @@ class FileStorage:
             if fd is not None:
                 os.replace(path, parked)
             try:
-                with transaction.atomic():
+                with db_errors.atomic_unit():
                     meta.delete_row(meta.get_row(session_id, provider=KIND))
                     if before_commit is not None:
                         before_commit()
@@ -1222,9 +1251,10 @@ def _remove_intent(intent: Path) -> None:
         os.unlink(intent)
 
 
-def _settle_intent(path: Path, fd: int, session_id: str) -> None:
+def _settle_intent(path: Path, fd: int, session_id: str) -> bool | None:
     """Under the exclusive lock: keep a dead writer's lines if its transaction
-    committed, cut them off if not, then drop its intent.
+    committed, cut them off if not, then drop its intent. Returns whether it
+    committed (``None``: there was no intent to settle).
 
     The row is read ``FOR UPDATE``: on a database server the dead writer's
     transaction may still hold the row (its COMMIT in flight); the read waits
@@ -1234,11 +1264,11 @@ def _settle_intent(path: Path, fd: int, session_id: str) -> None:
         record = orjson.loads(intent.read_bytes())
         start, expected, ids = int(record["start"]), int(record["entry_count"]), set(record["ids"])
     except FileNotFoundError:
-        return
+        return None
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         # Torn: the writer died writing its intent, before any of its lines.
         _remove_intent(intent)
-        return
+        return None
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             _SELECT_COUNT_LOCKED + (" FOR UPDATE" if connection.features.has_select_for_update else ""),
@@ -1261,6 +1291,7 @@ def _settle_intent(path: Path, fd: int, session_id: str) -> None:
         else:  # someone else's lines follow: the file stays as it is (Pi's rule then applies)
             logger.warning("Left %s as it is: lines other than a dead writer's follow its own", path.name)
     _remove_intent(intent)
+    return committed
 
 
 def _only_these_entries(tail: bytes, ids: Collection[Any]) -> bool:

@@ -1,10 +1,9 @@
 """Session meta rows (``AgentSession``), shared by both providers.
 
 The leaf, status, title and lineage of a session live here whatever stores its
-entries. Lineage writes (creating a session, which inserts into the MPTT
-tree) are serialized through one locked ``LineageLock`` row, because
-django-mptt allocates ``tree_id`` as MAX+1 and shifts ``lft``/``rght``
-without a lock of its own.
+entries. The lineage tree is written by ``providers/lineage.py``: a new
+root's tree id is its own key, so creating a session shares nothing with
+other sessions (no global lock, no ``MAX(tree_id) + 1``).
 """
 
 from __future__ import annotations
@@ -31,8 +30,9 @@ from sessiontree.core.errors import (
 from sessiontree.core.ids import new_session_id
 from sessiontree.core.path import TreeStats
 from sessiontree.core.types import SessionTreeSession
-from sessiontree.models import Agent, AgentSession, LineageLock
+from sessiontree.models import Agent, AgentSession
 
+from . import lineage
 from .port import SessionState
 
 # Pi 1.6.0's rule for a session id (``assertValidSessionId``): letters,
@@ -322,14 +322,6 @@ def get_row(session_id: str, *, provider: str | None = None, for_update: bool = 
     return row
 
 
-def _lock_lineage() -> None:
-    try:
-        LineageLock.objects.select_for_update().get(name="lineage")
-    except LineageLock.DoesNotExist:  # the first session ever: make the row, then lock it
-        lock, _ = LineageLock.objects.get_or_create(name="lineage")
-        LineageLock.objects.select_for_update().get(pk=lock.pk)
-
-
 def create_row(
     *,
     provider: str,
@@ -362,7 +354,6 @@ def create_row(
         }
     )
     with transaction.atomic():
-        _lock_lineage()
         if AgentSession.objects.filter(session_id=session_id).exists():
             raise SessionAlreadyExists(f"Session {session_id} already exists")
         parent = resolve_parent(parent_session_id)
@@ -388,7 +379,7 @@ def create_row(
             row.compaction_count = stats.compaction_count
             row.root_entry_id = stats.root_entry_id
         try:
-            row.save()
+            lineage.insert(row)
         except IntegrityError as exc:
             raise SessionAlreadyExists(f"Session {session_id} already exists") from exc
     return row
@@ -448,17 +439,14 @@ def update_row_fields(row: AgentSession, fields: dict[str, Any]) -> AgentSession
 def delete_row(row: AgentSession) -> None:
     """Delete a meta row for good (a ``mysql`` session's entries cascade).
 
-    Its forks become lineage roots first, under the lineage lock: django-mptt
-    deletes a node by closing the gap of its whole subtree, so children that
-    merely lose their parent (``on_delete=SET_NULL``) would be left with
-    ``lft``/``rght`` values that overlap other nodes. A fork keeps its
-    ``parent_session_id`` (the header's reference).
+    Its forks become lineage roots of their own trees first (``lineage.remove``):
+    django-mptt deletes a node by closing the gap of its whole subtree, so
+    children that merely lost their parent (``on_delete=SET_NULL``) would be
+    left with ``lft``/``rght`` values that overlap other nodes. A fork keeps
+    its ``parent_session_id`` (the header's reference).
     """
     with transaction.atomic():
-        _lock_lineage()
-        for child_pk in AgentSession.objects.filter(parent_id=row.pk).values_list("pk", flat=True):
-            AgentSession.objects.get(pk=child_pk).move_to(None)
-        AgentSession.objects.get(pk=row.pk).delete()
+        lineage.remove(row.pk)
 
 
 class SessionMetaMethods:

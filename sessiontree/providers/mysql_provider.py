@@ -9,8 +9,10 @@ schema, the codec and the locking.
 - Every write runs in one transaction that first row-locks the session
   (``SELECT … FOR UPDATE``; SQLite serializes writers itself), so two writers
   never attach to the same leaf by accident and ``entry_seq`` =
-  ``entry_count + 1`` stays gap-free and unique. Deadlocks and lock-wait
-  timeouts (MySQL 1213/1205) are retried with jittered backoff.
+  ``entry_count + 1`` stays gap-free and unique. Deadlocks, lock-wait
+  timeouts and Galera certification conflicts (MySQL 1213/1205) are retried
+  with jittered backoff, and so is a transaction whose connection failed
+  before its COMMIT (``providers/db_errors.py``); every failure is typed.
 - An append costs the same at any depth: the locking query also returns the
   leaf's depth, status and whether it has children; only ids the entry names
   (a label's target, a compaction's first kept entry, an explicit id) are
@@ -27,14 +29,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import random
-import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from django.db import IntegrityError, OperationalError, connection, transaction
+from django.db import IntegrityError, connection
 from django.utils import timezone
 
 from sessiontree.core.entries import MAX_ENTRY_ID_LENGTH, first_message_preview
@@ -46,8 +46,8 @@ from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts
 from sessiontree.models import AgentSessionEntry
 
+from . import db_errors, meta
 from . import entry_rows as rows
-from . import meta
 from .port import (
     BeforeCommit,
     EntryErasure,
@@ -68,24 +68,15 @@ IN_FLIGHT = AgentSessionEntry.Status.IN_FLIGHT.value
 
 # MySQL/MariaDB: ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT. The server has rolled
 # the transaction back; running it again is the documented remedy.
-TRANSIENT_MYSQL_ERRORS = frozenset({1213, 1205})
-RETRY_ATTEMPTS = 8
-RETRY_BASE_SECONDS = 0.005
+TRANSIENT_MYSQL_ERRORS = db_errors.CONFLICT_CODES
+RETRY_ATTEMPTS = db_errors.CONFLICT_ATTEMPTS
+RETRY_BASE_SECONDS = db_errors.CONFLICT_BASE_SECONDS
 # Tries to insert with a freshly generated entry id (a collision is a 1 in 4e9 event)
 ID_ATTEMPTS = 8
 
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
-
-
-def is_transient(exc: OperationalError) -> bool:
-    """A lock conflict that a retry of the whole transaction resolves."""
-    code = exc.args[0] if exc.args else None
-    if code in TRANSIENT_MYSQL_ERRORS:
-        return True
-    # SQLite refuses a deferred transaction's write while another writer holds the lock.
-    return "database is locked" in str(exc)
 
 
 def _named_ids(*values: Any) -> list[str]:
@@ -103,8 +94,8 @@ class StoredIds(Mapping[str, Entry]):
     constraint on (session, entry_id) decide for them.
     """
 
-    def __init__(self, session_pk: int, ids: Iterable[Any] = (), *, assume_absent: Iterable[str] = ()) -> None:
-        self._session_pk = session_pk
+    def __init__(self, session_key: str, ids: Iterable[Any] = (), *, assume_absent: Iterable[str] = ()) -> None:
+        self._session_key = session_key
         self._found: set[str] = set()
         self._absent: set[str] = set(assume_absent)
         self._fetch(_named_ids(*ids))
@@ -117,7 +108,7 @@ class StoredIds(Mapping[str, Entry]):
             cursor.execute(
                 f"SELECT entry_id FROM {rows.TABLE} "
                 f"WHERE {rows.SESSION_COLUMN} = %s AND entry_id IN ({rows.in_list(len(ids))})",
-                [self._session_pk, *ids],
+                [self._session_key, *ids],
             )
             self._found.update(r[0] for r in cursor.fetchall())
         self._absent.update(i for i in ids if i not in self._found)
@@ -135,7 +126,7 @@ class StoredIds(Mapping[str, Entry]):
             raise KeyError(key)
         with connection.cursor() as cursor:
             cursor.execute(
-                f"{rows.SELECT_PAYLOAD} WHERE {rows.SESSION_COLUMN} = %s AND entry_id = %s", [self._session_pk, key]
+                f"{rows.SELECT_PAYLOAD} WHERE {rows.SESSION_COLUMN} = %s AND entry_id = %s", [self._session_key, key]
             )
             return rows.decode_row(cursor.fetchone())
 
@@ -143,7 +134,7 @@ class StoredIds(Mapping[str, Entry]):
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT entry_id FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s ORDER BY entry_seq",
-                [self._session_pk],
+                [self._session_key],
             )
             return [r[0] for r in cursor.fetchall()]
 
@@ -165,7 +156,7 @@ def _leaf_column_sql(column: str) -> str:  # the leaf's row, when the cache does
     before the session row's, during optimization.)"""
     return (
         f"(SELECT e.{_S(column)} FROM {rows.TABLE} e "
-        f"WHERE e.{rows.SESSION_COLUMN} = s.{_S('id')} AND e.{_S('entry_id')} = s.{_S('leaf_entry_id')})"
+        f"WHERE e.{rows.SESSION_COLUMN} = s.{_S('session_id')} AND e.{_S('entry_id')} = s.{_S('leaf_entry_id')})"
     )
 
 
@@ -181,7 +172,7 @@ _STATE_SQL = meta.select_sql(
         f"WHEN s.{_S('leaf_entry_id')} IS NULL THEN NULL ELSE '{COMPLETED}' END) "
         f"ELSE {_leaf_column_sql('status')} END",
         f"CASE WHEN {_CACHED} THEN s.{_S('leaf_has_children')} "
-        f"ELSE EXISTS(SELECT 1 FROM {rows.TABLE} c WHERE c.{rows.SESSION_COLUMN} = s.{_S('id')} "
+        f"ELSE EXISTS(SELECT 1 FROM {rows.TABLE} c WHERE c.{rows.SESSION_COLUMN} = s.{_S('session_id')} "
         f"AND c.{_S('parent_entry_id')} = s.{_S('leaf_entry_id')}) END",
     ],
 )
@@ -190,7 +181,7 @@ _UPDATE_SESSION_SQL = (
     f"{_S('entry_count')} = %s, {_S('branch_count')} = %s, {_S('compaction_count')} = %s, "
     f"{_S('leaf_depth')} = %s, {_S('leaf_in_flight')} = %s, {_S('leaf_has_children')} = %s, "
     f"{_S('first_message_preview')} = %s, {_S('updated_at')} = %s "
-    f"WHERE {_S('id')} = %s"
+    f"WHERE {_S('session_id')} = %s"
 )
 # Where an entry sits, for a leaf move: depth, status, and whether it has children.
 _PLACE_SQL = (
@@ -242,26 +233,19 @@ def _lock(session_id: str) -> tuple[SessionState, _Leaf, meta.MetaRow]:
 
 
 def _atomic(work: Callable[[], T]) -> T:
-    """Run ``work`` in a transaction, again on a deadlock or lock-wait timeout.
+    """Run ``work`` in a transaction, again on a deadlock or lock-wait timeout
+    (or a connection lost before the COMMIT); ``db_errors.retrying``.
 
     Inside a caller's own transaction a retry is impossible (the server
     rolled all of it back), so the error goes to that caller.
     """
-    attempt = 0
-    while True:
-        attempt += 1
-        try:
-            with transaction.atomic():
-                return work()
-        except OperationalError as exc:
-            if attempt >= RETRY_ATTEMPTS or not is_transient(exc) or connection.in_atomic_block:
-                raise
-            logger.info("Transaction attempt %d hit a lock conflict (%s); retrying", attempt, exc)
-        time.sleep(RETRY_BASE_SECONDS * (2 ** (attempt - 1)) * random.uniform(0.5, 1.5))
+    return db_errors.run_in_transaction(
+        work, what="Transaction", attempts=RETRY_ATTEMPTS, base_seconds=RETRY_BASE_SECONDS, log=logger
+    )
 
 
 def _insert(
-    session_pk: int,
+    session_key: str,
     entries: list[Entry],
     *,
     first_seq: int,
@@ -273,7 +257,7 @@ def _insert(
     now = rows.db_now()
     if payloads is not None and len(entries) > 1:
         statements = rows.encoded_insert_statements(
-            session_pk, first_seq=first_seq, depths=depths, status=status, created_at=now, payloads=payloads
+            session_key, first_seq=first_seq, depths=depths, status=status, created_at=now, payloads=payloads
         )
         if statements is not None:
             with connection.cursor() as cursor:
@@ -281,7 +265,7 @@ def _insert(
                     cursor.execute(statement)  # type: ignore[arg-type]  # bytes: values already escaped
             return
     params = [
-        rows.insert_params(session_pk, entry, entry_seq=first_seq + i, depth=depths[i], status=status, created_at=now)
+        rows.insert_params(session_key, entry, entry_seq=first_seq + i, depth=depths[i], status=status, created_at=now)
         for i, entry in enumerate(entries)
     ]
     with connection.cursor() as cursor:
@@ -297,14 +281,14 @@ def _insert(
             cursor.executemany(rows.INSERT_SQL, chunk)
 
 
-def _select_entries(session_pk: int, where: str = "", params: Iterable[Any] = ()) -> list[Entry]:
+def _select_entries(session_key: str, where: str = "", params: Iterable[Any] = ()) -> list[Entry]:
     sql = f"{rows.SELECT_PAYLOAD} WHERE {rows.SESSION_COLUMN} = %s{where} ORDER BY entry_seq"
     with connection.cursor() as cursor, gc_paused():
-        cursor.execute(sql, [session_pk, *params])
+        cursor.execute(sql, [session_key, *params])
         return rows.decode_rows(cursor.fetchall())
 
 
-def _entries_at(session_pk: int, seqs: list[int]) -> dict[int, Entry]:
+def _entries_at(session_key: str, seqs: list[int]) -> dict[int, Entry]:
     """entry_seq → entry for ``seqs``. A path is mostly runs of consecutive
     seqs (a branch is appended in one go), so runs become BETWEEN ranges and
     the rest IN lists: at most 1,000 terms a query."""
@@ -320,7 +304,7 @@ def _entries_at(session_pk: int, seqs: list[int]) -> dict[int, Entry]:
             singles = [low for low, high in chunk if low == high]
             ranges = [(low, high) for low, high in chunk if low != high]
             where = ["entry_seq BETWEEN %s AND %s" for _ in ranges]
-            params: list[Any] = [session_pk, *(bound for pair in ranges for bound in pair)]
+            params: list[Any] = [session_key, *(bound for pair in ranges for bound in pair)]
             if singles:
                 where.append(f"entry_seq IN ({rows.in_list(len(singles))})")
                 params += singles
@@ -338,18 +322,18 @@ def _entries_at(session_pk: int, seqs: list[int]) -> dict[int, Entry]:
 BY_ID_LIMIT = 2000
 
 
-def _entry_shapes(session_pk: int) -> list[Entry]:
+def _entry_shapes(session_key: str) -> list[Entry]:
     """Every entry's id, parent and type in append order: what tree stats need."""
     with connection.cursor() as cursor, gc_paused():
         cursor.execute(
             f"SELECT entry_id, parent_entry_id, type FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
             "ORDER BY entry_seq",
-            [session_pk],
+            [session_key],
         )
         return [{"id": entry_id, "parentId": parent_id, "type": kind} for entry_id, parent_id, kind in cursor]
 
 
-def _first_message_preview(session_pk: int) -> str | None:
+def _first_message_preview(session_key: str) -> str | None:
     """``first_message_preview`` of the session's entries, read in pages of
     message rows until the first user message."""
     after = 0
@@ -358,7 +342,7 @@ def _first_message_preview(session_pk: int) -> str | None:
             cursor.execute(
                 f"SELECT entry_seq, {rows.PAYLOAD_SQL} FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
                 "AND type = 'message' AND entry_seq > %s ORDER BY entry_seq LIMIT 100",
-                [session_pk, after],
+                [session_key, after],
             )
             page = cursor.fetchall()
             if not page:
@@ -369,7 +353,7 @@ def _first_message_preview(session_pk: int) -> str | None:
             after = page[-1][0]
 
 
-def _skeleton(session_pk: int) -> tuple[dict[str, str | None], dict[str, int]]:
+def _skeleton(session_key: str) -> tuple[dict[str, str | None], dict[str, int]]:
     """(entry id → parent id, entry id → entry_seq) for the whole session in
     append order (children keep their order, as in a file), read from one
     covering index (``entry_skeleton_idx``)."""
@@ -379,7 +363,7 @@ def _skeleton(session_pk: int) -> tuple[dict[str, str | None], dict[str, int]]:
         cursor.execute(
             f"SELECT entry_id, parent_entry_id, entry_seq FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
             "ORDER BY entry_seq",
-            [session_pk],
+            [session_key],
         )
         for entry_id, parent_id, seq in cursor.fetchall():
             parents[entry_id] = parent_id
@@ -401,7 +385,7 @@ class MySQLView:
 
     def recount(self) -> MetaRecount:
         """The row's tree fields against its entries' (one light query)."""
-        shapes = _entry_shapes(self.state.pk)
+        shapes = _entry_shapes(self.state.session_id)
         stats = tree_stats(shapes)
         recorded = self.row
         ids = {shape["id"] for shape in shapes}
@@ -420,7 +404,7 @@ class MySQLView:
 
     def _loaded_skeleton(self) -> tuple[dict[str, str | None], dict[str, int]]:
         if self._skeleton is None:
-            self._skeleton = _skeleton(self.state.pk)
+            self._skeleton = _skeleton(self.state.session_id)
         return self._skeleton
 
     def parents(self) -> Mapping[str, Any]:
@@ -433,25 +417,25 @@ class MySQLView:
             found: dict[str, Entry] = {}
             for chunk in rows.chunks(wanted, BY_ID_LIMIT):
                 where = f" AND entry_id IN ({rows.in_list(len(chunk))})"
-                found.update((entry["id"], entry) for entry in _select_entries(self.state.pk, where, chunk))
+                found.update((entry["id"], entry) for entry in _select_entries(self.state.session_id, where, chunk))
             return [found[entry_id] for entry_id in ids]
         seqs = self._loaded_skeleton()[1]
         path_seqs = [seqs[entry_id] for entry_id in ids]
-        by_seq = _entries_at(self.state.pk, path_seqs)
+        by_seq = _entries_at(self.state.session_id, path_seqs)
         return [by_seq[seq] for seq in path_seqs]
 
     def all_entries(self, types: Collection[str] | None = None) -> list[Entry]:
         if types is None:
-            return _select_entries(self.state.pk)
+            return _select_entries(self.state.session_id)
         kinds = list(types)
-        return _select_entries(self.state.pk, f" AND type IN ({rows.in_list(len(kinds))})", kinds)
+        return _select_entries(self.state.session_id, f" AND type IN ({rows.in_list(len(kinds))})", kinds)
 
     def get(self, entry_id: str) -> Entry | None:
-        found = _select_entries(self.state.pk, " AND entry_id = %s", [entry_id])
+        found = _select_entries(self.state.session_id, " AND entry_id = %s", [entry_id])
         return found[0] if found else None
 
     def known_ids(self, named: Collection[str]) -> Mapping[str, Any]:
-        return StoredIds(self.state.pk, named)
+        return StoredIds(self.state.session_id, named)
 
 
 class MySQLWrite(MySQLView):
@@ -470,11 +454,11 @@ class MySQLWrite(MySQLView):
         depth = 0 if leaf.depth is None else leaf.depth + 1
         for _ in range(ID_ATTEMPTS):
             try:
-                _insert(state.pk, [entry], first_seq=state.entry_count + 1, depths=[depth], status=status)
+                _insert(state.session_id, [entry], first_seq=state.entry_count + 1, depths=[depth], status=status)
                 break
             except IntegrityError:
                 # The one expected cause: a generated id already in use.
-                if not generated_id or entry["id"] not in StoredIds(state.pk, [entry["id"]]):
+                if not generated_id or entry["id"] not in StoredIds(state.session_id, [entry["id"]]):
                     raise
                 taken, entry["id"] = entry["id"], new_entry_id()
                 if entry.get("type") == "compaction" and entry.get("firstKeptEntryId") == taken:
@@ -512,7 +496,7 @@ class MySQLWrite(MySQLView):
             cursor.execute(
                 rows.UPDATE_IN_FLIGHT_SQL,
                 rows.update_in_flight_params(
-                    state.pk, entry, status=COMPLETED if complete else IN_FLIGHT, in_flight_status=IN_FLIGHT
+                    state.session_id, entry, status=COMPLETED if complete else IN_FLIGHT, in_flight_status=IN_FLIGHT
                 ),
             )
             if cursor.rowcount != 1:  # pragma: no cover - the session lock makes this unreachable
@@ -533,7 +517,7 @@ class MySQLWrite(MySQLView):
         entry = self.in_flight()
         assert entry is not None  # the template checks it first
         with connection.cursor() as cursor:
-            cursor.execute(_DISCARD_SQL, [state.pk, entry["id"], IN_FLIGHT])
+            cursor.execute(_DISCARD_SQL, [state.session_id, entry["id"], IN_FLIGHT])
         state.in_flight_entry_id = None
         state.entry_count -= 1
         if entry.get("type") == "compaction":
@@ -552,7 +536,7 @@ class MySQLWrite(MySQLView):
             self.leaf = _Leaf(None, None, bool(state.entry_count))
         else:
             with connection.cursor() as cursor:
-                cursor.execute(_PLACE_SQL, [state.pk, entry_id])
+                cursor.execute(_PLACE_SQL, [state.session_id, entry_id])
                 found = cursor.fetchone()
             if found is None:
                 raise EntryNotFound(f"Entry {entry_id} not found in session {state.session_id}")
@@ -580,7 +564,7 @@ class MySQLWrite(MySQLView):
                     leaf.has_children,
                     state.first_message_preview,
                     connection.ops.adapt_datetimefield_value(self.written_at),
-                    state.pk,
+                    state.session_id,
                 ],
             )
 
@@ -656,7 +640,7 @@ class MySQLStorage:
                 **row_fields,
             )
             if entries:
-                _insert(row.pk, entries, first_seq=1, depths=row_depths, status=COMPLETED, payloads=payloads)
+                _insert(row.session_id, entries, first_seq=1, depths=row_depths, status=COMPLETED, payloads=payloads)
             session = meta.to_session_dict(row)
             if before_commit is not None:
                 before_commit(session)
@@ -722,12 +706,12 @@ class MySQLStorage:
                     old = found.get(entry_id)
                     if old is None:  # pragma: no cover - txn.entries raises first
                         raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
-                    cursor.execute(rows.ERASE_SQL, rows.erase_params(state.pk, entry, status=COMPLETED))
+                    cursor.execute(rows.ERASE_SQL, rows.erase_params(state.session_id, entry, status=COMPLETED))
                     if cursor.rowcount != 1:  # pragma: no cover - the session lock makes this unreachable
                         raise ImmutableEntry(f"Entry {entry_id} of session {session_id} could not be rewritten")
                     line = serialize_line(old).rstrip(b"\n")
                     done.erased.append(ErasedEntry(entry_id, hashlib.sha256(line).hexdigest(), entry))
-            state.first_message_preview = _first_message_preview(state.pk)
+            state.first_message_preview = _first_message_preview(state.session_id)
             txn.changed = True
             txn.flush()
             if before_commit is not None:
@@ -755,7 +739,7 @@ class MySQLStorage:
             if stored.leaf_entry_id is not None and txn.leaf.status == IN_FLIGHT:
                 state.in_flight_entry_id = stored.leaf_entry_id
             if state.first_message_preview is None:
-                state.first_message_preview = _first_message_preview(state.pk)
+                state.first_message_preview = _first_message_preview(state.session_id)
             recounts[:] = [recount]
 
         def commit(_txn: StoredWrite) -> None:

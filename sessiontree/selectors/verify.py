@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Q
+
 from sessiontree.core.types import Entry
 from sessiontree.core.verify import (
     Problem,
@@ -65,15 +67,20 @@ def verify_session(session_id: str) -> SessionReport:
 
 
 def session_ids(*, provider: str | None = None) -> Iterator[str]:
-    """Every session id (of ``provider``), oldest first, read in pages."""
-    queryset = AgentSession.objects.order_by("pk")
+    """Every session id (of ``provider``), oldest first (by creation time, then
+    id: a row's pk says nothing about time when several nodes allocate them),
+    read in pages keyed by that order."""
+    queryset = AgentSession.objects.order_by("created_at", "session_id")
     if provider is not None:
         queryset = queryset.filter(provider=provider)
-    last = 0
+    last: tuple[Any, str] | None = None
     while True:
-        page = list(queryset.filter(pk__gt=last).values_list("pk", "session_id")[:500])
+        page_query = queryset
+        if last is not None:
+            page_query = queryset.filter(Q(created_at__gt=last[0]) | Q(created_at=last[0], session_id__gt=last[1]))
+        page = list(page_query.values_list("created_at", "session_id")[:500])
         if not page:
             return
-        for pk, session_id in page:
-            last = pk
+        for created_at, session_id in page:
+            last = (created_at, session_id)
             yield session_id

@@ -23,7 +23,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import logging
 import re
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -33,16 +35,18 @@ from typing import Any, TypeVar, cast
 
 import orjson
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from sessiontree.core.errors import CONFLICT, UNPROCESSABLE, BadInput, SessionTreeError
+from sessiontree.core.errors import CONFLICT, UNPROCESSABLE, BadInput, CommitOutcomeUnknown, SessionTreeError
 from sessiontree.core.types import Unset
 from sessiontree.models import IdempotencyRecord
+from sessiontree.providers import db_errors
 
 from .audit import Actor
 
 F = TypeVar("F", bound=Callable[..., Any])
+logger = logging.getLogger(__name__)
 
 KEY_PATTERN = re.compile(r"[\x21-\x7e]{1,255}")
 DEFAULT_TTL_SECONDS = 24 * 60 * 60
@@ -74,6 +78,7 @@ class _Pending:
     fingerprint: str
     audited_as: frozenset[str] = frozenset()  # the audit operations whose record is the function's own
     claimed: IdempotencyRecord | None = None
+    claimed_in: Any = None  # the outermost transaction (Django's Atomic) the claim was made in
 
 
 _pending: ContextVar[_Pending | None] = ContextVar("sessiontree_idempotency_pending", default=None)
@@ -171,6 +176,15 @@ def claim(*, session_id: str, operation: str, result: Any = None) -> None:
         return
     own = operation in pending.audited_as
     stored = _to_json(result) if own and not isinstance(result, Unset) else None
+    transaction_now = connection.atomic_blocks[0] if connection.atomic_blocks else None
+    if (
+        pending.claimed is not None
+        and transaction_now is not pending.claimed_in
+        and not IdempotencyRecord.objects.filter(pk=pending.claimed.pk).exists()
+    ):
+        # The transaction that took the key was rolled back (a deadlock or a
+        # certification conflict, run again): take it in this one.
+        pending.claimed = None
     if pending.claimed is not None:
         if stored is not None and pending.claimed.result is None:
             pending.claimed.result = stored
@@ -185,6 +199,7 @@ def claim(*, session_id: str, operation: str, result: Any = None) -> None:
         result=stored,
         created_at=timezone.now(),
     )
+    pending.claimed_in = transaction_now
 
 
 def _existing(scope: str, key: str) -> IdempotencyRecord | None:
@@ -209,6 +224,26 @@ def _replay(record: IdempotencyRecord, print_: str) -> Any:
     return record.result["value"]
 
 
+def _again_if_commit_unknown(call: Callable[[], Any]) -> Any:
+    """``call()``, once more (with a new connection) when its COMMIT lost the
+    connection: the key says whether the first one was stored (then its
+    answer is replayed) or not (then it runs again), so nothing is stored
+    twice. Bounded by ``SESSIONTREE_DB_RETRY_SECONDS``; inside a caller's
+    transaction the caller decides."""
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        try:
+            return call()
+        except CommitOutcomeUnknown:
+            attempt += 1
+            if connection.in_atomic_block or time.monotonic() - started > db_errors.retry_seconds():
+                raise
+            logger.info("A keyed write lost its connection during COMMIT; asking the key (attempt %d)", attempt)
+            db_errors.reset_connection()
+            time.sleep(min(0.05 * 2 ** (attempt - 1), 1.0))
+
+
 def idempotent(*audited_as: str) -> Callable[[F], F]:
     """Give an operation of the layer an ``idempotency_key=`` keyword (see the
     module docstring). ``audited_as``: the audit operations its own record is
@@ -226,7 +261,7 @@ def idempotent(*audited_as: str) -> Callable[[F], F]:
                 return function(*args, **kwargs)
             request_token = _request_key.set(None)  # the operations this one calls are not keyed
             try:
-                return keyed(key, args, kwargs)
+                return _again_if_commit_unknown(lambda: keyed(key, args, kwargs))
             finally:
                 _request_key.reset(request_token)
 

@@ -23,13 +23,13 @@ from datetime import datetime
 from typing import Any, TypedDict
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from sessiontree.core.entries import message_of
 from sessiontree.core.errors import CONFLICT, BadInput, EntryNotFound, SessionTreeError
 from sessiontree.core.types import UNSET, Entry, Unset
 from sessiontree.models import ModerationFlag
+from sessiontree.providers import db_errors
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.providers.template import SessionWriter
@@ -182,7 +182,8 @@ def flag_entry(
     text = _check_note(note)
     provider = _provider(provider, session_id)
     provider.get_entry(session_id, entry_id)  # SessionNotFound / EntryNotFound
-    with transaction.atomic():
+
+    def write() -> ModerationFlag:
         flag = ModerationFlag.objects.create(
             session_id=session_id,
             entry_id=entry_id,
@@ -202,6 +203,9 @@ def flag_entry(
             detail={"flag_id": flag.pk, "category": category, "source": source},
             result=flag_dict(flag),
         )
+        return flag
+
+    flag = db_errors.run_in_transaction(write)
     return flag_dict(flag)
 
 
@@ -214,7 +218,8 @@ def resolve_flag(*, flag_id: int, status: str, actor: Any, channel: str, note: s
     text = _check_note(note)
     if not isinstance(flag_id, int) or isinstance(flag_id, bool):
         raise BadInput(f"A flag id is an integer, not {type(flag_id).__name__}")
-    with transaction.atomic():
+
+    def write() -> ModerationFlag:
         flag = ModerationFlag.objects.select_for_update().filter(pk=flag_id).first()
         if flag is None:
             raise FlagNotFound(f"Flag {flag_id} not found")
@@ -235,6 +240,9 @@ def resolve_flag(*, flag_id: int, status: str, actor: Any, channel: str, note: s
             detail={"flag_id": flag.pk, "status": status, "category": flag.category},
             result=flag_dict(flag),
         )
+        return flag
+
+    flag = db_errors.run_in_transaction(write)
     return flag_dict(flag)
 
 

@@ -26,12 +26,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from sessiontree.core.errors import CONFLICT, BadInput, SessionNotFound, SessionOnHold, SessionTreeError
 from sessiontree.models import Agent, AgentSession, LegalHold, ModerationFlag
-from sessiontree.providers import meta
+from sessiontree.providers import db_errors, meta
 
 from . import idempotency, sessions
 from .audit import Actor, check_channel, record
@@ -79,7 +78,8 @@ def place_hold(*, session_id: str, reason: str, actor: Any, channel: str) -> dic
         raise BadInput("A legal hold needs a reason")
     if len(reason) > MAX_REASON:
         raise BadInput(f"A hold's reason is at most {MAX_REASON} characters")
-    with transaction.atomic():
+
+    def write() -> None:
         # The session row, locked: a hard delete running now finishes first (then: not found).
         meta.get_row(session_id, for_update=True)
         existing = LegalHold.objects.select_for_update().filter(session_id=session_id).first()
@@ -99,6 +99,8 @@ def place_hold(*, session_id: str, reason: str, actor: Any, channel: str) -> dic
             session_id=session_id,
             detail={"reason": reason.strip()},
         )
+
+    db_errors.run_in_transaction(write)
     return _session_with_hold(session_id)
 
 
@@ -106,7 +108,8 @@ def place_hold(*, session_id: str, reason: str, actor: Any, channel: str) -> dic
 def release_hold(*, session_id: str, actor: Any, channel: str) -> dict[str, Any]:
     """Release the hold on ``session_id``; ``NotOnHold`` when there is none."""
     acting, channel = _who(actor, channel)
-    with transaction.atomic():
+
+    def write() -> None:
         meta.get_row(session_id, for_update=True)
         hold = LegalHold.objects.select_for_update().filter(session_id=session_id).first()
         if hold is None:
@@ -114,6 +117,8 @@ def release_hold(*, session_id: str, actor: Any, channel: str) -> dict[str, Any]
         detail = {"placed_by": hold.placed_by, "placed_at": _iso(hold.placed_at)}
         hold.delete()
         record(actor=acting, channel=channel, operation=Operation.RELEASE_HOLD, session_id=session_id, detail=detail)
+
+    db_errors.run_in_transaction(write)
     return _session_with_hold(session_id)
 
 

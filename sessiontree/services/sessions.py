@@ -18,7 +18,7 @@ from django.db import transaction
 from sessiontree.core.errors import BadInput, InvalidEntry, SessionClosed, SessionNotFound
 from sessiontree.core.types import UNSET, Entry, SessionTreeSession, Unset
 from sessiontree.models import Agent, AgentSession
-from sessiontree.providers import meta
+from sessiontree.providers import db_errors, meta
 from sessiontree.providers.base import RegistersFiles, SessionTreeProvider
 from sessiontree.providers.factory import (
     file_registering_provider,
@@ -176,8 +176,9 @@ def _locked(
     read from the same leaf a tree write sees; the tag is checked there and
     the change made before the lock is let go."""
     if isinstance(expected_etag, Unset):
-        with transaction.atomic():
-            return change(meta.get_row(session_id, provider=provider.kind, for_update=True))
+        return db_errors.run_in_transaction(
+            lambda: change(meta.get_row(session_id, provider=provider.kind, for_update=True))
+        )
 
     def work(writer: SessionWriter) -> T:
         row = meta.get_row(session_id, provider=provider.kind, for_update=True)
@@ -186,8 +187,7 @@ def _locked(
         return change(row)
 
     # One transaction around the storage's own: the row stays locked until the change is committed.
-    with transaction.atomic():
-        return provider.transact(session_id, work)
+    return db_errors.run_in_transaction(lambda: provider.transact(session_id, work))
 
 
 def _set_status(

@@ -36,8 +36,9 @@ def export_path(folder: Path, row: AgentSession, layout: str) -> Path:
 
 
 def export_tasks(folder: Path, options: SyncOptions) -> list[Task]:
-    """One task per session not deleted (of ``options.provider``)."""
-    queryset = AgentSession.objects.exclude(status=AgentSession.Status.DELETED).order_by("pk")
+    """One task per session not deleted (of ``options.provider``), oldest first
+    (creation time, then id: not the row's pk, which several nodes allocate)."""
+    queryset = AgentSession.objects.exclude(status=AgentSession.Status.DELETED).order_by("created_at", "session_id")
     if options.provider is not None:
         queryset = queryset.filter(provider=options.provider)
     tasks: list[Task] = []

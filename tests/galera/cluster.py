@@ -17,7 +17,9 @@ it again, wait until it is synced).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -129,18 +131,35 @@ class GaleraCluster:
     def _address(self) -> str:
         return "gcomm://" + ",".join(f"127.0.0.1:{node.galera_port}" for node in self.nodes)
 
-    def _command(self, node: Node, *, bootstrap: bool) -> list[str]:
+    def _command(
+        self, node: Node, *, bootstrap: bool, recover: bool = False, start_position: str | None = None
+    ) -> list[str]:
         library = galera_library()
         assert library is not None
+        folder = node.base / f"node{node.number}"
+        if recover:
+            # Read the last committed position from the datadir and exit: no
+            # network at all (never a default port), files of its own.
+            where = [
+                f"--socket={folder / 'recover.sock'}",
+                f"--pid-file={folder / 'recover.pid'}",
+                f"--log-error={folder / 'recover.log'}",
+                "--skip-networking",
+                "--wsrep-recover",
+            ]
+        else:
+            where = [
+                f"--socket={node.socket}",
+                f"--pid-file={node.pid_file}",
+                f"--log-error={node.log}",
+                f"--port={node.sql_port}",
+                "--bind-address=127.0.0.1",
+            ]
         command = [
             "mariadbd",
             "--no-defaults",
             f"--datadir={node.datadir}",
-            f"--socket={node.socket}",
-            f"--pid-file={node.pid_file}",
-            f"--log-error={node.log}",
-            f"--port={node.sql_port}",
-            "--bind-address=127.0.0.1",
+            *where,
             "--skip-name-resolve",
             f"--user={server_user()}",
             "--binlog-format=ROW",
@@ -167,7 +186,28 @@ class GaleraCluster:
         ]
         if bootstrap:
             command.append("--wsrep-new-cluster")
+        if start_position is not None:
+            command.append(f"--wsrep-start-position={start_position}")
         return command
+
+    def recovered_position(self, node: Node) -> str | None:
+        """``uuid:seqno`` the node's datadir last committed (``mariadbd
+        --wsrep-recover``, what the init scripts run after a crash); ``None``
+        when it cannot tell. Started at that position, a node killed with -9
+        asks its donor for what it missed (IST) instead of a whole copy (SST)."""
+        log = node.base / f"node{node.number}" / "recover.log"
+        log.unlink(missing_ok=True)
+        subprocess.run(
+            self._command(node, bootstrap=False, recover=True),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=180,
+            check=False,
+        )
+        found = re.search(
+            r"Recovered position: ([0-9a-f-]{36}:-?[0-9]+)", log.read_text(errors="replace") if log.exists() else ""
+        )
+        return found.group(1) if found and not found.group(1).endswith(":-1") else None
 
     def _install(self, node: Node) -> None:
         if (node.datadir / "mysql").exists():
@@ -191,7 +231,7 @@ class GaleraCluster:
         if result.returncode != 0:
             raise RuntimeError(f"mariadb-install-db for node {node.number} failed: {result.stderr[-2000:]}")
 
-    def start_node(self, node: Node, *, bootstrap: bool = False) -> None:
+    def start_node(self, node: Node, *, bootstrap: bool = False, start_position: str | None = None) -> None:
         node.log.parent.mkdir(parents=True, exist_ok=True)
         if bootstrap:
             self._install(node)
@@ -202,7 +242,7 @@ class GaleraCluster:
             if not _free(port):
                 raise RuntimeError(f"Port {port} of Galera node {node.number} is taken")
         node.process = subprocess.Popen(
-            self._command(node, bootstrap=bootstrap),
+            self._command(node, bootstrap=bootstrap, start_position=start_position),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
@@ -226,15 +266,32 @@ class GaleraCluster:
             raise
 
     def kill(self, node: Node) -> None:
-        """kill -9 of the node's server: the cluster notices by itself."""
+        """kill -9 of the node's server: the cluster notices by itself. A
+        server this process did not start (``attach``) is found by the pid
+        file in the node's own folder, so only this cluster's servers are hit."""
         if node.process is not None and node.process.poll() is None:
             os.killpg(node.process.pid, signal.SIGKILL)
             node.process.wait(timeout=30)
+        elif node.process is None:
+            pid = _pid_of(node)
+            if pid is not None:
+                os.kill(pid, signal.SIGKILL)
+                _wait_gone(pid)
         node.process = None
+        node.pid_file.unlink(missing_ok=True)
+
+    def attach(self) -> GaleraCluster:
+        """Drive a cluster another process started in ``base`` (``python -m
+        tests.galera.cluster start``): its servers are known by their pid files."""
+        for node in self.nodes:
+            if _pid_of(node) is None:
+                raise RuntimeError(f"Galera node {node.number} is not running under {self.base}")
+        return self
 
     def restart(self, node: Node) -> None:
-        """Start a killed node again: it rejoins (IST when the gcache still has what it missed)."""
-        self.start_node(node)
+        """Start a killed node again from its recovered position: it rejoins
+        by IST when a donor's gcache still holds what it missed."""
+        self.start_node(node, start_position=self.recovered_position(node))
 
     def stop(self) -> None:
         for node in reversed(self.nodes):
@@ -282,6 +339,28 @@ class GaleraCluster:
     def cluster_size(self, node: Node) -> int:
         value = self.status(node, "wsrep_cluster_size")
         return int(value) if value and value.isdigit() else 0
+
+
+def _pid_of(node: Node) -> int | None:
+    """The pid in the node's pid file, if that process is alive."""
+    try:
+        pid = int(node.pid_file.read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return None
+    return pid
+
+
+def _wait_gone(pid: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):  # our own child (restarted by this process): reap it
+            os.waitpid(pid, os.WNOHANG)
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.05)
 
 
 def tail(path: Path, lines: int = 30) -> str:

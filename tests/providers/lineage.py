@@ -6,8 +6,9 @@ from sessiontree.models import AgentSession
 
 
 def assert_valid_lineage() -> None:
-    """Every MPTT field agrees with the parent links: one tree_id per root,
-    nested ``lft``/``rght`` intervals, levels, and ``get_descendants``."""
+    """Every MPTT field agrees with the parent links: one tree_id per root (the
+    root's own pk), nested ``lft``/``rght`` intervals, levels, and
+    ``get_descendants``."""
     rows = {r.pk: r for r in AgentSession.objects.all()}
     children: dict[int, list[int]] = {pk: [] for pk in rows}
     for row in rows.values():
@@ -15,6 +16,8 @@ def assert_valid_lineage() -> None:
             children[row.parent_id].append(row.pk)
     roots = [r for r in rows.values() if r.parent_id is None]
     assert len({r.tree_id for r in roots}) == len(roots), "two lineage roots share a tree_id"
+    for root in roots:
+        assert root.tree_id == root.pk, f"{root.session_id}: a tree's id is its root's own key"
 
     def subtree(pk: int) -> list[int]:
         found, stack = [], [pk]

@@ -177,6 +177,48 @@ def test_concurrent_creation_forks_and_appends_keep_the_lineage_valid(provider):
         assert [seq for seq, *_ in stored_rows(source_id)] == list(range(1, count + 1))
 
 
+def test_concurrent_forks_and_hard_deletes_in_one_lineage_tree_keep_it_valid(provider):
+    """Forks of forks and hard deletes of inner sessions, at once in one tree
+    (each write locks the tree by its root row) and in trees of their own."""
+    provider.create_session(session_id="top")
+    for n in range(3):
+        provider.append_message("top", {"role": "user", "content": f"t{n}"})
+    alive = ["top"]
+    lock = threading.Lock()
+    deleted: list[str] = []
+
+    def work(i: int) -> None:
+        rng = random.Random(100 + i)
+        for n in range(10):
+            with lock:
+                candidates = [s for s in alive if s != "top"]
+                victim = rng.choice(candidates) if i % 3 == 0 and candidates and n % 2 else None
+                if victim is not None:
+                    alive.remove(victim)
+                source = rng.choice(alive)
+            if victim is not None:
+                provider.delete_session(victim, hard=True)
+                deleted.append(victim)
+                continue
+            if i % 3 == 2 and n % 3 == 0:
+                session = provider.create_session(title=f"root {i}-{n}")
+            else:
+                try:
+                    session = provider.create_branched_session(source, None)
+                except Exception as exc:  # the source went meanwhile: a typed not-found, never anything else
+                    from sessiontree.core.errors import SessionNotFound
+
+                    assert isinstance(exc, SessionNotFound), exc
+                    continue
+            with lock:
+                alive.append(session["session_id"])
+
+    assert run_threads(6, work) == []
+    assert deleted and not AgentSession.objects.filter(session_id__in=deleted).exists()
+    assert set(AgentSession.objects.values_list("session_id", flat=True)) == set(alive)
+    assert_valid_lineage()
+
+
 def test_a_real_deadlock_is_retried_and_never_reaches_the_caller(provider, monkeypatch):
     """Another transaction (REPEATABLE READ) locks the gap where the next entry
     of the session goes; the append locks the session row and waits at its
@@ -191,7 +233,6 @@ def test_a_real_deadlock_is_retried_and_never_reaches_the_caller(provider, monke
     for n in range(30):
         provider.append_message("weight", {"role": "user", "content": f"w{n}"})
     dl_pk = AgentSession.objects.get(session_id="dl").pk
-    weight_pk = AgentSession.objects.get(session_id="weight").pk
     retries: list[str] = []
     monkeypatch.setattr(mysql_provider.logger, "info", lambda msg, *args: retries.append(msg % args))
     appended: list[dict] = []
@@ -205,9 +246,9 @@ def test_a_real_deadlock_is_retried_and_never_reaches_the_caller(provider, monke
         cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         cursor.execute("SET SESSION innodb_lock_wait_timeout = 30")
         other.autocommit(False)
-        cursor.execute("UPDATE neta_agent_session_entry SET depth = depth + 1 WHERE session_id = %s", [weight_pk])
+        cursor.execute("UPDATE neta_agent_session_entry SET depth = depth + 1 WHERE session_id = %s", ["weight"])
         cursor.execute(
-            "SELECT id FROM neta_agent_session_entry WHERE session_id = %s AND entry_seq > 1 FOR UPDATE", [dl_pk]
+            "SELECT id FROM neta_agent_session_entry WHERE session_id = %s AND entry_seq > 1 FOR UPDATE", ["dl"]
         )
         errors: list[BaseException] = []
         writer = threading.Thread(target=lambda: errors.extend(run_threads(1, append)))

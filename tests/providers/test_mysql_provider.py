@@ -226,7 +226,7 @@ def test_only_in_flight_rows_can_be_updated_even_by_sql(provider):
     with connection.cursor() as cursor:
         cursor.execute(
             entry_rows.UPDATE_IN_FLIGHT_SQL,
-            entry_rows.update_in_flight_params(completed_row.pk, {**done, "message": user("rewritten")},
+            entry_rows.update_in_flight_params(completed_row.session_id, {**done, "message": user("rewritten")},
                                                status="completed", in_flight_status="in_flight"),
         )  # fmt: skip
         assert cursor.rowcount == 0

@@ -1,9 +1,13 @@
-"""Every SQL statement of every entry operation is keyed by one session.
+"""Every SQL statement of every entry operation is keyed by one session, by
+one key: the session's id.
 
 A session-sharded keyspace (Vitess, say) routes each statement by its
-session: none may read or write across sessions. Only lineage operations
-(creating, forking or deleting a session: the lineage tree and its lock) may
-touch several sessions, and they are not entry operations.
+session: none may read or write across sessions, and all of them must name
+it by the same key (the session row's lock, the entry rows, the row's
+UPDATE and the audit record all say ``session_id = '<id>'``; the row's
+integer pk is no key). Only lineage operations (creating, forking or deleting
+a session: the lineage tree) may touch several sessions, and they are not
+entry operations.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from sessiontree.core.compaction import CompactionSettings
-from sessiontree.models import AgentSession
 from sessiontree.services import entries, tree
 from tests.contract.conftest import PROVIDER_KINDS, make_provider
 from tests.roleplay.story import FakeSummarizer
@@ -28,14 +31,11 @@ def user(text):
     return {"role": "user", "content": text, "timestamp": 1}
 
 
-def keyed_by(sql: str, session_id: str, pk: int) -> bool:
-    """Whether the statement names the session: a ``session_id`` (or the session
-    row's ``id``) equal to it in a WHERE clause, or in the row it inserts."""
-    key = rf"(?:{pk}|'{re.escape(session_id)}')"
+def keyed_by(sql: str, session_id: str) -> bool:
+    """Whether the statement names the session by its id: ``session_id`` equal
+    to it in a WHERE clause, or in the row it inserts."""
+    key = f"'{re.escape(session_id)}'"
     if re.search(COLUMN.format("session_id") + rf"\s*=\s*{key}(?!\w)", sql):
-        return True
-    session_table = AgentSession._meta.db_table
-    if re.search(rf"\bWHERE\b.*{COLUMN.format('id')}\s*=\s*{pk}\b", sql, re.S) and session_table in sql:
         return True
     # An upsert (the search index's row) ends in ON CONFLICT … / ON DUPLICATE KEY UPDATE ….
     insert = re.match(
@@ -49,7 +49,7 @@ def keyed_by(sql: str, session_id: str, pk: int) -> bool:
         if "session_id" in columns:
             values = re.findall(r"\s*('(?:[^'\\]|\\.|'')*'|[^,']+)\s*(?:,|$)", insert.group(3))
             value = values[columns.index("session_id")].strip()
-            return value in (str(pk), f"'{session_id}'")
+            return value == f"'{session_id}'"
     return False
 
 
@@ -67,7 +67,6 @@ def test_every_statement_of_every_entry_operation_names_one_session(provider):
     first = provider.append_message("s1", user("first " + "w " * 200))
     for i in range(4):
         provider.append_message("s1", user(f"m{i} " + "w " * 200))
-    pk = AgentSession.objects.get(session_id="s1").pk
     who = {"actor": "t", "channel": "internal", "provider": provider}
     state: dict[str, str] = {}
 
@@ -130,34 +129,34 @@ def test_every_statement_of_every_entry_operation_names_one_session(provider):
             if CONTROL.match(sql):
                 continue
             counted += 1
-            if not keyed_by(sql, "s1", pk):
+            if not keyed_by(sql, "s1"):
                 unkeyed.append((name, sql[:300]))
     assert counted > len(operations)  # the capture saw the work
     assert unkeyed == []
 
 
 def test_the_checker_itself_tells_keyed_from_unkeyed_statements():
-    assert keyed_by('SELECT x FROM "t" WHERE "session_id" = 7 AND entry_id = \'a\'', "s1", 7)
-    assert keyed_by("UPDATE `neta_agent_session` SET `leaf_entry_id` = 'x' WHERE `id` = 7", "s1", 7)
-    assert keyed_by("INSERT INTO `t` (`session_id`, `entry_id`) VALUES (7, 'a')", "s1", 7)
-    assert keyed_by('INSERT INTO "a" ("actor", "session_id") VALUES (\'x, y\', \'s1\')', "s1", 7)
+    assert keyed_by("SELECT x FROM \"t\" WHERE \"session_id\" = 's1' AND entry_id = 'a'", "s1")
+    assert keyed_by("UPDATE `neta_agent_session` SET `leaf_entry_id` = 'x' WHERE `session_id` = 's1'", "s1")
+    assert keyed_by("INSERT INTO `t` (`session_id`, `entry_id`) VALUES ('s1', 'a')", "s1")
+    assert keyed_by('INSERT INTO "a" ("actor", "session_id") VALUES (\'x, y\', \'s1\')', "s1")
+    assert not keyed_by('SELECT x FROM "t" WHERE "entry_id" = \'a\'', "s1")
+    assert not keyed_by('SELECT x FROM "t" WHERE "session_id" = \'s2\'', "s1")
+    # The row's integer pk is not the session's key (one key for every statement).
+    assert not keyed_by('SELECT x FROM "t" WHERE "session_id" = 7', "s1")
+    assert not keyed_by("UPDATE `neta_agent_session` SET `leaf_entry_id` = 'x' WHERE `id` = 7", "s1")
+    assert not keyed_by("INSERT INTO `t` (`session_id`, `entry_id`) VALUES (7, 'a')", "s1")
+    assert not keyed_by('SELECT MAX("tree_id") FROM "neta_agent_session"', "s1")
     assert keyed_by(
         'INSERT INTO "i" ("session_id", "text") VALUES (\'s1\', \'a\') '
         'ON CONFLICT ("session_id", "entry_id") DO UPDATE SET "text" = excluded."text"',
         "s1",
-        7,
     )
     assert keyed_by(
         "INSERT INTO `i` (`session_id`, `text`) VALUES ('s1', 'a') ON DUPLICATE KEY UPDATE `text` = VALUES(`text`)",
         "s1",
-        7,
     )
     assert not keyed_by(
         "INSERT INTO `i` (`session_id`, `text`) VALUES ('s2', 'a') ON DUPLICATE KEY UPDATE `text` = VALUES(`text`)",
         "s1",
-        7,
     )
-    assert not keyed_by('SELECT x FROM "t" WHERE "entry_id" = \'a\'', "s1", 7)
-    assert not keyed_by('SELECT x FROM "t" WHERE "session_id" = 8', "s1", 7)
-    assert not keyed_by("INSERT INTO `t` (`session_id`, `entry_id`) VALUES (8, 'a')", "s1", 7)
-    assert not keyed_by('SELECT MAX("tree_id") FROM "neta_agent_session"', "s1", 7)

@@ -51,8 +51,9 @@ EXPECTED = {
     },
 }
 # A fork creates a session: the source's row and path are read once, then
-# the lineage insert (its lock, django-mptt's reads and shifts), the copies
-# and their search index rows (one statement).
+# the lineage insert (the parent row, its tree locked by the tree's root row,
+# the two shifts of that tree's intervals), the copies and their search index
+# rows (one statement).
 FORK_EXPECTED = {"file": 10, "mysql": 15}
 
 
@@ -120,7 +121,7 @@ def test_a_fork_reads_its_source_once(session):
     statements = counted(captured)
     source_reads = [sql for sql in statements if ROW_READ.match(sql) and "'s1'" in sql]
     # Once by the fork's read; once more by the lineage insert, which
-    # django-mptt makes from the parent as a model instance.
+    # takes the parent as a model instance (its tree id says which root to lock).
     assert len(source_reads) == 2 and "tree_id" in source_reads[1]
     assert len(statements) == FORK_EXPECTED[provider.kind]
 
