@@ -9,11 +9,13 @@ Side by side (no pass/fail), per provider: a navigate through the
 operations layer (a leaf move between two entries, with its audit record)
 and ``build_context`` of the same session (about 440 entries), base and head.
 
-Also prints, for head:
-- the ``mysql`` append as a multiple of a plain autocommitted ``INSERT`` into
-  the same table (mysqlclient, the floor a database append cannot beat);
-- the audited append through the operations layer (``services.entries``),
-  which adds the audit record in the same transaction.
+Also prints:
+- the audited append through the operations layer (``services.entries``,
+  what the API, the admin and the commands call: the audit record in the
+  same transaction), base and head;
+- for head, the ``mysql`` append as a multiple of a plain autocommitted
+  ``INSERT`` into the same table (mysqlclient, the floor a database append
+  cannot beat).
 
 The ``file`` provider keeps its meta rows in SQLite; ``mysql`` runs on the
 MySQL/MariaDB server of ``DATABASE_URL`` (default the local test server) in
@@ -259,8 +261,11 @@ def main() -> None:
             base, head = median("base", kind, key), median("head", kind, key)
             print(f"  {kind:<5}  {what}: base {base:7.3f}   head {head:7.3f}   head/base {head / base:5.2f}")
     for kind in ("file", "mysql"):
-        audited = median("head", kind, "audited")
-        print(f"  {kind:<5}  audited append (operations layer, head): {audited:7.3f} ms")
+        base, head = median("base", kind, "audited"), median("head", kind, "audited")
+        print(
+            f"  {kind:<5}  audited append (operations layer, what the faces call): "
+            f"base {base:7.3f}   head {head:7.3f}   head/base {head / base:5.2f}"
+        )
     floor = median("head", "mysql", "floor")
     head_mysql = median("head", "mysql", "provider")
     base_floor = median("base", "mysql", "floor")

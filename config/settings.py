@@ -331,6 +331,11 @@ SESSIONTREE_MODERATION_OPENAI_API_KEY = os.environ.get(
 SESSIONTREE_MODERATION_OPENAI_MODEL = os.environ.get("SESSIONTREE_MODERATION_OPENAI_MODEL", "omni-moderation-latest")
 SESSIONTREE_MODERATION_OPENAI_TIMEOUT = float(os.environ.get("SESSIONTREE_MODERATION_OPENAI_TIMEOUT", "30"))
 SESSIONTREE_MODERATION_OPENAI_RETRIES = int(os.environ.get("SESSIONTREE_MODERATION_OPENAI_RETRIES", "3"))
+# How long moderate_sessions looks again at index rows missing below its
+# cursor (InnoDB commits ids out of order), in seconds.
+SESSIONTREE_MODERATION_GAP_SECONDS = int(os.environ.get("SESSIONTREE_MODERATION_GAP_SECONDS", "3600"))
+# Search (docs/moderation.md, "Search"): at most this many characters of an entry are indexed.
+SESSIONTREE_SEARCH_MAX_TEXT = int(os.environ.get("SESSIONTREE_SEARCH_MAX_TEXT", "1000000"))
 
 # Data protection (docs/data-protection.md): sessions idle longer than this many
 # days are deleted by apply_retention, unless their agent says otherwise (unset: keep).

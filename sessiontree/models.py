@@ -372,3 +372,56 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.operation} by {self.scope} ({self.key})"
+
+
+class SearchEntry(models.Model):
+    """The text of one entry, for search across sessions (docs/moderation.md,
+    "Search"): what ``core.text.entry_text`` reads of it, kept by the write
+    path of every storage in the same transaction as the entry
+    (``providers/search_index.py``). Entries without text have no row.
+
+    The database's own full-text engine indexes ``text``: an FTS5 table over
+    this one on SQLite (kept by triggers), an InnoDB ``FULLTEXT`` index on
+    MySQL/MariaDB (migration 0014). ``id`` grows with every row indexed: the
+    classifiers' cursor (``ClassifierCursor``) follows it.
+    """
+
+    id = models.BigAutoField(primary_key=True)
+    session_id = models.CharField(max_length=64)
+    entry_id = models.CharField(max_length=64)
+    entry_type = models.CharField(max_length=32)
+    role = models.CharField(max_length=32, null=True, blank=True)
+    text = models.TextField()
+
+    class Meta:
+        db_table = "neta_search_entry"
+        constraints = [
+            models.UniqueConstraint(fields=["session_id", "entry_id"], name="search_entry_unique_per_session")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}:{self.entry_id}"
+
+
+class ClassifierCursor(models.Model):
+    """How far ``moderate_sessions`` has scanned the search index for one
+    classifier: every ``SearchEntry`` up to ``position`` was read, except the
+    ids in ``gaps`` (ranges ``[low, high, first_seen]`` not yet committed when
+    the scan passed them, looked at again until ``SESSIONTREE_MODERATION_GAP_SECONDS``
+    have passed). ``lease_owner``/``lease_until``: the run scanning it now
+    (one at a time per classifier)."""
+
+    classifier = models.CharField(max_length=64, unique=True)
+    position = models.BigIntegerField(default=0)
+    gaps = models.JSONField(default=list, blank=True)
+    scanned = models.BigIntegerField(default=0)
+    flagged = models.BigIntegerField(default=0)
+    lease_owner = models.CharField(max_length=191, blank=True, default="")
+    lease_until = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "neta_classifier_cursor"
+
+    def __str__(self) -> str:
+        return f"{self.classifier} at {self.position}"

@@ -34,6 +34,7 @@ def test_id_columns_compare_exactly_on_mysql():
         import_module("sessiontree.migrations.0010_moderation_flags"),
         import_module("sessiontree.migrations.0011_legal_hold_and_retention"),
         import_module("sessiontree.migrations.0013_idempotency_records"),
+        import_module("sessiontree.migrations.0014_search_index"),
         import_module("sessiontree.migrations.0016_lineage_and_entry_session_key"),
     ]
     expected = {
@@ -103,6 +104,36 @@ def test_0012_fills_the_first_message_preview_of_existing_sessions(tmp_path):
 
     previews = dict(AgentSession.objects.values_list("session_id", "first_message_preview"))
     assert previews == {"db1": "asked in the database", "f1": "asked in a file", "f2": None, "empty": None}
+
+
+@pytest.mark.django_db
+def test_0014_gives_the_search_text_a_full_text_index_on_each_database():
+    """FTS5 over the rows on SQLite (kept by triggers); on MySQL/MariaDB a
+    FULLTEXT index whose column folds case and accents."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT name FROM sqlite_master WHERE name LIKE 'neta_search%' ORDER BY name")
+            names = {row[0] for row in cursor.fetchall()}
+            assert {
+                "neta_search_fts",
+                "neta_search_fts_position",
+                "neta_search_entry_ai",
+                "neta_search_entry_ad",
+                "neta_search_entry_au",
+            } <= names
+        else:
+            cursor.execute(
+                "SELECT INDEX_TYPE FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() "
+                "AND TABLE_NAME = 'neta_search_entry' AND INDEX_NAME = 'search_entry_text_ft'"
+            )
+            assert cursor.fetchone()[0] == "FULLTEXT"
+            cursor.execute(
+                "SELECT COLLATION_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() "
+                "AND TABLE_NAME = 'neta_search_entry' AND COLUMN_NAME = 'text'"
+            )
+            assert cursor.fetchone()[0] == "utf8mb4_unicode_ci"
 
 
 @pytest.mark.django_db(transaction=True)

@@ -15,8 +15,7 @@ get 403 on a forged POST.
 from __future__ import annotations
 
 import datetime as dt
-import itertools
-from collections.abc import Iterator
+import json
 from typing import Any, cast
 
 from django import forms
@@ -55,9 +54,8 @@ from sessiontree.selectors.entry_context import (
     entry_context,
     find_entries,
 )
-from sessiontree.selectors.export import EXPORT_SCOPES, export_jsonl
+from sessiontree.selectors.export import EXPORT_SCOPES
 from sessiontree.selectors.tree_window import TreeWindow, branch_window, run_window, tree_window
-from sessiontree.services.operations import Operation
 from sessiontree.templatetags.sessiontree_admin import moment
 
 from . import plugins
@@ -66,6 +64,7 @@ from .erasing import EraseForm, erase_report, erase_summary, place_rows
 from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter, OnLegalHoldFilter
 from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm, parse_expected_leaf
 from .rendering import entry_body_html, image_blocks, image_bytes, row_body_html, word_diff_html
+from .search import search_view
 from .tree_rows import rows_html
 
 # Response header of the session pages: no script but the admin's own files, no
@@ -366,6 +365,8 @@ class AgentSessionAdmin(admin.ModelAdmin):
             return path(pattern, self.admin_site.admin_view(view), name="{}_{}_{}".format(*info, name))
 
         return [
+            # Before "<path:object_id>/", which would take "search/" for an object id.
+            route("search/", self.search_view, "search"),
             # Plug-ins' pages (plugins.py) before the admin's own, whose "<path:object_id>/" would take them.
             *(
                 route(f"<path:object_id>/{page.route}", page.view(self), page.name)
@@ -383,6 +384,10 @@ class AgentSessionAdmin(admin.ModelAdmin):
             route("<path:object_id>/hold/", self.hold_view, "hold"),
             *super().get_urls(),
         ]
+
+    def search_view(self, request: HttpRequest) -> HttpResponse:
+        """Search entries across sessions (``admin/search.py``)."""
+        return search_view(self, request)
 
     def _session(self, request: HttpRequest, object_id: str) -> AgentSession:
         row = self.get_object(request, object_id)
@@ -677,31 +682,34 @@ class AgentSessionAdmin(admin.ModelAdmin):
         return _guarded(TemplateResponse(request, "admin/sessiontree/tree/compare.html", context))
 
     def export_view(self, request: HttpRequest, object_id: str) -> HttpResponseBase:
+        """The export as a download (``?manifest=1``: its manifest as JSON), audited by the service."""
         row = self._session(request, object_id)
         scope = request.GET.get("scope", "full")
         entry_id = request.GET.get("entry") or None
         if scope not in EXPORT_SCOPES:
             messages.error(request, f"Unknown export scope {scope!r}; use one of {', '.join(EXPORT_SCOPES)}.")
             return HttpResponseRedirect(self._tree_url(row.pk))
-        provider = get_provider_for_session(row.session_id)
-        lines = export_jsonl(provider, row.session_id, scope=scope, entry_id=entry_id)
+        manifest_only = request.GET.get("manifest") == "1"
         try:
-            first = next(lines)  # the export is read here, so a bad entry is a message, not a broken download
+            made = services.exports.export_session(
+                session_id=row.session_id,
+                scope=scope,
+                entry_id=entry_id,
+                manifest_only=manifest_only,
+                actor=request.user,
+                channel=CHANNEL,
+            )
         except SessionTreeError as exc:
             messages.error(request, f"Export failed: {exc.code}: {exc}")
             return HttpResponseRedirect(self._tree_url(row.pk))
-        body: Iterator[bytes] = itertools.chain([first], lines)
-        services.audit.record(
-            actor=services.Actor.of(request.user),
-            channel=CHANNEL,
-            operation=Operation.EXPORT_SESSION,
-            session_id=row.session_id,
-            entry_ids=[entry_id] if entry_id else [],
-            detail={"scope": scope},
-        )
-        suffix = "" if scope == "full" else f"-{scope}" + (f"-{entry_id}" if entry_id else "")
-        response = StreamingHttpResponse(body, content_type="application/x-ndjson")
-        response["Content-Disposition"] = f'attachment; filename="{row.session_id}{suffix}.jsonl"'
+        if manifest_only:
+            response: HttpResponseBase = HttpResponse(
+                json.dumps(made.manifest, indent=2) + "\n", content_type="application/json"
+            )
+            response["Content-Disposition"] = f'attachment; filename="{made.manifest_filename}"'
+            return response
+        response = StreamingHttpResponse(iter([made.data]), content_type="application/x-ndjson")
+        response["Content-Disposition"] = f'attachment; filename="{made.filename}"'
         return response
 
     def hold_view(self, request: HttpRequest, object_id: str) -> HttpResponse:

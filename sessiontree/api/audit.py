@@ -3,7 +3,8 @@
 Who: users with ``sessiontree.view_auditrecord`` (and superusers); anyone
 else gets 403. Newest first, cursor-paginated on the record's time (then its
 id), filtered by ``session``, ``actor``, ``operation`` (one of the
-registered operation names) and ``since`` (an ISO-8601 time).
+registered operation names, ``services.operations``), ``channel`` and the
+time range ``since`` (inclusive) .. ``until`` (exclusive), ISO-8601.
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ class AuditQuerySerializer(serializers.Serializer):
     session = session_lookup_field(required=False)
     actor = StrictCharField(required=False, min_length=1, max_length=191)
     operation = serializers.ChoiceField(choices=[], required=False)
+    channel = serializers.ChoiceField(choices=list(AuditRecord.Channel.values), required=False)
     since = serializers.DateTimeField(required=False, help_text="Records at or after this time (ISO-8601).")
+    until = serializers.DateTimeField(required=False, help_text="Records before this time (ISO-8601).")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -97,10 +100,17 @@ class AuditViewSet(GenericViewSet):
             raise PermissionDenied("Reading the audit trail needs the sessiontree.view_auditrecord permission.")
         query = parse(AuditQuerySerializer, request.query_params)
         records = self.get_queryset()
-        for name, field in (("session", "session_id"), ("actor", "actor"), ("operation", "operation")):
+        for name, field in (
+            ("session", "session_id"),
+            ("actor", "actor"),
+            ("operation", "operation"),
+            ("channel", "channel"),
+        ):
             if name in query:
                 records = records.filter(**{field: query[name]})
         if "since" in query:
             records = records.filter(created_at__gte=query["since"])
+        if "until" in query:
+            records = records.filter(created_at__lt=query["until"])
         page = self.paginate_queryset(records)
         return self.get_paginated_response(AuditRecordSerializer(page, many=True).data)

@@ -89,7 +89,8 @@ class SessionHoldViewSet(SessionScopedViewSet):
         tags=["data protection"],
         summary="Release the legal hold",
         request=None,
-        responses=HeldSessionSerializer,
+        # The session as it is now (a DELETE documents 204 unless told otherwise).
+        responses={200: HeldSessionSerializer},
     )
     def release(self, request: Request, session_id: str) -> Response:
         self._check(request)

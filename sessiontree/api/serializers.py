@@ -652,6 +652,24 @@ class ExportQuerySerializer(serializers.Serializer):
     entry = entry_id_field(required=False)
 
 
+class ExportManifestSerializer(serializers.Serializer):
+    """What an export handed out: check a downloaded file against ``sha256`` and ``entry_count``."""
+
+    format = serializers.CharField(read_only=True, help_text="pi-jsonl: Pi's session file format.")
+    session_id = serializers.CharField(read_only=True)
+    scope = serializers.ChoiceField(choices=list(EXPORT_SCOPES), read_only=True)
+    entry_id = serializers.CharField(read_only=True, allow_null=True)
+    entry_count = serializers.IntegerField(read_only=True, help_text="Entry lines after the header line.")
+    bytes = serializers.IntegerField(read_only=True)
+    sha256 = serializers.CharField(read_only=True, help_text="SHA-256 (hex) of the JSONL bytes.")
+    exporter = serializers.CharField(read_only=True, help_text="Who exported (the audit record's actor).")
+    channel = serializers.CharField(read_only=True)
+    exported_at = serializers.DateTimeField(read_only=True)
+
+    def to_representation(self, instance: Any) -> Any:
+        return dict(instance)
+
+
 # --- errors ------------------------------------------------------------------------------------
 
 

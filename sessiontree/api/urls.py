@@ -11,6 +11,7 @@ from rest_framework.routers import SimpleRouter
 from .audit import AuditViewSet
 from .moderation import EntryModerationViewSet, FlagViewSet
 from .protection import SessionHoldViewSet
+from .search import SearchView
 from .views import ID_PATTERN, EntryViewSet, SessionViewSet
 
 SESSION_PREFIX = rf"sessions/(?P<session_id>{ID_PATTERN})"
@@ -30,6 +31,7 @@ urlpatterns = [
         SessionHoldViewSet.as_view({"post": "place", "delete": "release"}),
         name="session-hold",
     ),
+    path("search/", SearchView.as_view(), name="search"),
     path("", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -12,10 +12,11 @@ otherwise), checks writes (403), and hands out the session's provider.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from itertools import chain
 from typing import Any
 
 from django.http import HttpResponse, QueryDict, StreamingHttpResponse
@@ -45,7 +46,6 @@ from sessiontree.models import Agent, AgentSession
 from sessiontree.providers import meta
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider
-from sessiontree.selectors.export import export_jsonl
 from sessiontree.selectors.nested_tree import nested_tree
 from sessiontree.selectors.sessions import session_detail
 from sessiontree.services import idempotency, versions
@@ -592,13 +592,51 @@ class SessionViewSet(SessionScopedViewSet):
     @action(detail=True, methods=["get"], renderer_classes=[NDJSONRenderer, JSONRenderer])
     def export(self, request: Request, session_id: str) -> StreamingHttpResponse:
         """Pi's own file format: Pi opens it as it is. ``full``: every entry; ``active``: the path
-        to the leaf (or to ``entry``); ``subtree``: ``entry``, what is below it and the path above it."""
+        to the leaf (or to ``entry``); ``subtree``: ``entry``, what is below it and the path above it.
+        Audited (``export_session``); ``Repr-Digest`` holds the SHA-256 of the body, as the
+        export's manifest (``…/export/manifest/``) does."""
         query = parse(s.ExportQuerySerializer, request.query_params)
-        lines = export_jsonl(self.provider(), self.session_id, scope=query["scope"], entry_id=query.get("entry"))
-        first = next(lines)  # reads the session now: its errors are answers, not a broken stream
-        response = StreamingHttpResponse(chain([first], lines), content_type=NDJSONRenderer.media_type)
+        made = services.exports.export_session(
+            session_id=self.session_id,
+            scope=query["scope"],
+            entry_id=query.get("entry"),
+            provider=self.provider(),
+            actor=request.user,
+            channel=CHANNEL,
+        )
+        response = StreamingHttpResponse(iter([made.data]), content_type=NDJSONRenderer.media_type)
         response["Content-Disposition"] = f'attachment; filename="{self.session_id}.jsonl"'
+        response["Repr-Digest"] = repr_digest(made.data)
         return response
+
+    @extend_schema(
+        tags=TREE_TAG,
+        summary="The manifest of an export: entry count, SHA-256 of the JSONL, exporter, time (audited)",
+        parameters=[s.ExportQuerySerializer],
+        responses=s.ExportManifestSerializer,
+    )
+    @action(detail=True, methods=["get"], url_path="export/manifest")
+    def export_manifest(self, request: Request, session_id: str) -> Response:
+        """The export with the same query is made (and audited) and described: what a
+        downloaded file is checked against (its SHA-256 and entry count)."""
+        query = parse(s.ExportQuerySerializer, request.query_params)
+        made = services.exports.export_session(
+            session_id=self.session_id,
+            scope=query["scope"],
+            entry_id=query.get("entry"),
+            manifest_only=True,
+            provider=self.provider(),
+            actor=request.user,
+            channel=CHANNEL,
+        )
+        response = Response(s.ExportManifestSerializer(made.manifest).data)
+        response["Content-Disposition"] = f'attachment; filename="{made.manifest_filename}"'
+        return response
+
+
+def repr_digest(data: bytes) -> str:
+    """RFC 9530's ``Repr-Digest`` of a body: its SHA-256, base64 between colons."""
+    return f"sha-256=:{base64.b64encode(hashlib.sha256(data).digest()).decode()}:"
 
 
 MAX_TYPES = 20

@@ -11,6 +11,7 @@ growing pause, a bounded number of times; then, and for any other failure,
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
 import time
@@ -119,7 +120,8 @@ class OpenAIModerationClassifier:
                 raise ClassifierError(
                     f"The moderation endpoint {_public_url(url)} answered HTTP {error.code}"
                 ) from None
-            except (TimeoutError, urllib.error.URLError, ConnectionError) as error:
+            # A reply cut short (IncompleteRead, a bad status line) is a transport failure too.
+            except (TimeoutError, urllib.error.URLError, ConnectionError, http.client.HTTPException) as error:
                 reason = getattr(error, "reason", error)
                 if attempt <= self.retries:
                     self.sleep(self._pause(attempt, None))

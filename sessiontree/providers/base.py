@@ -35,6 +35,7 @@ from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot
 
 if TYPE_CHECKING:
     from .port import EntryErasure, ErasureDone, MetaRecount, StoredScan, TornTailCut
+    from .search_index import IndexChanges
 
 __all__ = [
     "UNSET",
@@ -152,6 +153,11 @@ class SessionTreeProvider(Protocol):
     def recompute_meta(
         self, session_id: str, *, before_commit: Callable[[MetaRecount], None] | None = None
     ) -> MetaRecount: ...
+
+    # --- the search index (providers/search_index.py) ------------------------------
+    def reindex_search(self, session_id: str, *, dry_run: bool = False) -> IndexChanges:
+        """Make the search index hold exactly the session's stored entries."""
+        ...
 
     # --- erase: the one audited rewrite of completed entries (services/erasure.py) ----
     def erase_entries(

@@ -80,7 +80,7 @@ from sessiontree.core.session_reader import (
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts, scan_session_bytes
 
-from . import db_errors, meta
+from . import db_errors, meta, search_index
 from .port import (
     BeforeCommit,
     EntryErasure,
@@ -416,6 +416,15 @@ class FileWrite(FileView):
         self.state.leaf_entry_id = entry_id
         self.row_changed = True
 
+    def unseen_entries(self) -> list[Entry]:
+        """Entries the file holds beyond those its row has seen: lines a
+        writer that bypassed this storage appended (Pi itself, or one killed
+        between its line and its row update). This unit's row update
+        records them, so this unit indexes them."""
+        recorded = self.row.meta.entry_count
+        entries = self.index.entries
+        return entries[recorded:] if len(entries) > recorded else []
+
     def row_params(self) -> list[Any]:
         state = self.state
         in_flight = orjson.dumps(self.in_flight_entry).decode() if self.in_flight_entry is not None else None
@@ -687,8 +696,12 @@ class FileStorage:
         committing = False
         try:
             with db_errors.atomic_unit():
-                with connection.cursor() as cursor:
-                    cursor.execute(_UPDATE_ROW, txn.row_params())
+                if txn.row_changed or txn.pending or _drifted(txn):
+                    with connection.cursor() as cursor:
+                        cursor.execute(_UPDATE_ROW, txn.row_params())
+                unseen = txn.unseen_entries()
+                if unseen:  # lines a foreign writer appended: indexed by the unit that first sees them
+                    search_index.add_entries(txn.state.session_id, unseen)
                 if before_commit is not None:
                     before_commit(txn)
                 if txn.pending:
@@ -829,6 +842,7 @@ class FileStorage:
                     leaf_entry_id=index.entries[-1]["id"] if index.entries else None,
                     first_message_preview=first_message_preview(index.entries),
                 )
+                search_index.add_entries(session_id, index.entries)
                 session = meta.to_session_dict(row)
                 if before_commit is not None:
                     before_commit(session)

@@ -260,7 +260,10 @@ class SessionStorage(Protocol):
         """Lock the session, run ``work``, then make its changes and
         ``before_commit``'s database writes durable together, or none of them.
         ``work`` may run more than once (a storage retries on a deadlock), so
-        it must not have effects outside the ``StoredWrite``."""
+        it must not have effects outside the ``StoredWrite``. A unit whose
+        ``work`` changed nothing writes nothing of its own (no meta row
+        update); ``before_commit`` still runs (the template always gives one:
+        the search index rows of the entries the unit stored)."""
         ...
 
     def create(

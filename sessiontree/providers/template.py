@@ -13,6 +13,11 @@ audit record (``before_commit``) or not at all. The unaudited one-step
 writes of the Python API (``append_message``, ``switch_leaf`` …, for tests and
 tools) are ``providers/one_step.py``'s, each one ``transact`` call; the
 operations layer (``sessiontree/services/``) composes several steps in one.
+
+The search index (``providers/search_index.py``) is kept here, for every
+storage: the entries a unit stored (``SessionWriter.completed``), a session's
+copies when it is created with entries, and its rows' removal on a hard
+delete, each in the write's own transaction.
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_s
 from sessiontree.core.snapshot import build_snapshot
 from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot, SessionTreeSession, Unset
 
-from . import meta
+from . import meta, search_index
 from .one_step import OneStepWrites
 from .port import (
     EntryErasure,
@@ -116,6 +121,7 @@ class CheckedCopies(list[Entry]):
 
     kind: str = ""
     encoded: Any = None
+    search_rows: Any = None  # their search index rows, built ahead too
 
 
 class SessionWriter:
@@ -130,6 +136,9 @@ class SessionWriter:
         self.session_id = txn.state.session_id
         self.leaf_before: str | None = txn.state.leaf_entry_id
         self.written: list[Entry] = []
+        # Entries this unit stored for good (in-flight ones once completed):
+        # what the search index gets in the unit's own transaction.
+        self.completed: list[Entry] = []
         self.result: Any = UNSET  # what the unit of work returned, once it has
 
     # --- state ------------------------------------------------------------------
@@ -197,6 +206,7 @@ class SessionWriter:
         stored = self._txn.insert(new, generated_id=generated, line=line)
         self._note_first_message(stored)
         self.written.append(stored)
+        self.completed.append(stored)
         return stored
 
     def _note_first_message(self, entry: Entry) -> None:
@@ -228,6 +238,7 @@ class SessionWriter:
         self._txn.replace_in_flight(stored, complete=complete, line=line)
         if complete:
             self._note_first_message(stored)
+            self.completed.append(stored)
         self.written.append(stored)
         return stored
 
@@ -283,6 +294,7 @@ class SessionWriter:
         inserted = self._txn.insert(stored, line=line)
         self._note_first_message(inserted)
         self.written.append(inserted)
+        self.completed.append(inserted)
         return inserted
 
     def append_context_edit(self, target_id: str, replacement: Any) -> Entry:
@@ -373,10 +385,16 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
             return result
 
         def commit(_txn: StoredWrite) -> None:
+            writer = writers[0]
+            if writer.completed:
+                search_index.add_entries(writer.session_id, writer.completed)
             if before_commit is not None:
-                before_commit(writers[0])
+                before_commit(writer)
 
-        return self.storage.write(session_id, run, before_commit=commit if before_commit is not None else None)
+        # Always given: the search index rows of what the unit stored commit
+        # with it (a storage commits a unit that changed nothing, and writes
+        # nothing for it, only for a caller's before_commit).
+        return self.storage.write(session_id, run, before_commit=commit)
 
     # --- sessions ------------------------------------------------------------------
     def create_session(
@@ -425,11 +443,21 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
         }
         meta.check_meta_fields(row_fields)
         preview = first_message_preview(copied)
+        prepared = copied.search_rows if isinstance(copied, CheckedCopies) else None
+        rows: list[search_index.IndexRow] = (
+            prepared if prepared is not None else search_index.index_rows(copied)  # outside the transaction
+        )
+
+        def created(session: SessionTreeSession) -> None:
+            search_index.store_rows(session["session_id"], rows)
+            if before_commit is not None:
+                before_commit(session)
+
         return self.storage.create(
             {"session_id": session_id, **row_fields, "first_message_preview": preview},
             header,
             copied,
-            before_commit=before_commit,
+            before_commit=created,
         )
 
     def prepare_copies(self, entries: list[Entry]) -> CheckedCopies:
@@ -441,6 +469,7 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
         copied = CheckedCopies(check_copied_entries(entries))
         check_storable(copied)
         copied.kind = self.kind
+        copied.search_rows = search_index.index_rows(copied)
         return copied
 
     def get_session(self, session_id: str) -> SessionTreeSession | None:
@@ -457,7 +486,13 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
         if not hard:
             self.update_session(session_id, status="deleted")
             return
-        self.storage.destroy(session_id, before_commit=before_commit)
+
+        def destroyed() -> None:
+            search_index.remove_session(session_id)
+            if before_commit is not None:
+                before_commit()
+
+        self.storage.destroy(session_id, before_commit=destroyed)
 
     def get_header(self, session_id: str) -> dict[str, Any]:
         """The session's Pi header line (what a JSONL export starts with)."""
@@ -540,6 +575,27 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
         for operations that read before they write."""
         return self.storage.read(session_id)
 
+    # --- the search index ---------------------------------------------------------------
+    def reindex_search(self, session_id: str, *, dry_run: bool = False) -> search_index.IndexChanges:
+        """Make the search index hold exactly the session's stored entries
+        (an in-flight one left out), under the session's write lock so that no
+        append comes between the read and the rows; ``dry_run`` only counts
+        what would change (under a read lock)."""
+        if dry_run:
+            with self.storage.read(session_id) as view:
+                return search_index.plan_session(session_id, _stored_entries(view))[0]
+        read: list[list[Entry]] = []
+        changes: list[search_index.IndexChanges] = []
+
+        def work(txn: StoredWrite) -> None:
+            read[:] = [_stored_entries(txn)]
+
+        def commit(_txn: StoredWrite) -> None:
+            changes[:] = [search_index.sync_session(session_id, read[0])]
+
+        self.storage.write(session_id, work, before_commit=commit)
+        return changes[0]
+
     # --- maintenance (verification and repairs; the storage's own bytes and columns) ---
     def scan(self, session_id: str) -> StoredScan:
         """The session as stored, raw, for ``selectors.verify`` to check."""
@@ -568,6 +624,12 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
         """Rewrite the entries ``erasure`` selects in place, with their copies
         in the storage's own backups (``SessionStorage.erase``)."""
         return self.storage.erase(session_id, erasure, before_commit=before_commit)
+
+
+def _stored_entries(view: StoredView) -> list[Entry]:
+    """Every completed entry of the session (the in-flight one is not stored yet)."""
+    in_flight = view.state.in_flight_entry_id
+    return [entry for entry in view.all_entries() if entry["id"] != in_flight]
 
 
 def closed_reason(status: str) -> str | None:

@@ -22,7 +22,11 @@ Modules:
 - ``audit``: actors, channels and the record; ``operations``: the names of
   audited operations (constants);
 - ``hooks``: before/after hooks for navigate, fork and compact;
-- ``moderation``: flags beside the tree, hide/unhide (``context_edit``);
+- ``moderation``: flags beside the tree, hide/unhide (``context_edit``),
+  ``search_entries`` (``search``: search across sessions);
+- ``classification`` (imported on its own): the classifiers' incremental scan
+  (``moderate_sessions``), opening flags through ``moderation``;
+- ``exports``: a session exported as Pi JSONL, audited, with its manifest;
 - ``protection`` (and ``holds``): legal holds, retention;
 - ``versions``: the entity tags of sessions and entries (``If-Match``).
 
@@ -32,7 +36,20 @@ a leaf that moved is ``LeafConflict`` before anything is written.
 
 from __future__ import annotations
 
-from . import audit, entries, holds, hooks, moderation, operations, protection, sessions, tree, versions
+from . import (
+    audit,
+    entries,
+    exports,
+    holds,
+    hooks,
+    moderation,
+    operations,
+    protection,
+    search,
+    sessions,
+    tree,
+    versions,
+)
 from .audit import SYNC_ACTOR, SYSTEM_ACTOR, Actor, cli_actor
 from .hooks import (
     HookEvent,
@@ -56,6 +73,7 @@ __all__ = [
     "cli_actor",
     "compact_session",
     "entries",
+    "exports",
     "fork_session",
     "holds",
     "hooks",
@@ -66,6 +84,7 @@ __all__ = [
     "register_compaction_hook",
     "register_hook",
     "register_operations",
+    "search",
     "sessions",
     "tree",
     "unregister_compaction_hook",

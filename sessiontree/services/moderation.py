@@ -12,7 +12,8 @@ with every copy.
   a target on the path wins).
 
 Every function is keyword-only and needs an ``actor`` and a ``channel``;
-docs/moderation.md says what each touches.
+docs/moderation.md says what each touches. ``search_entries`` (search
+across sessions) lives in ``services/search.py`` and is re-exported here.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from .audit import Actor, check_channel, entry_ids, record
 from .erasure import EntryInFlight, ErasePlace, EraseResult, erase_entry, reindex_erased_entries
 from .idempotency import idempotent
 from .operations import Operation
+from .search import search_entries
 
 DEFAULT_CATEGORIES = ("pii", "harassment", "hate", "sexual", "violence", "self_harm", "illegal", "spam", "other")
 SOURCES = ("operator", "user_report")
@@ -381,5 +383,6 @@ __all__ = [
     "open_flags_of",
     "reindex_erased_entries",
     "resolve_flag",
+    "search_entries",
     "unhide_entry",
 ]

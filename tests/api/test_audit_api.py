@@ -53,3 +53,22 @@ def test_filters_and_pages_newest_first(api: Api, kind: str) -> None:
     error_of(reader.client.get("/api/audit/?operation=append"), 400, "invalid_input")
     error_of(reader.client.get("/api/audit/?since=yesterday"), 400, "invalid_input")
     error_of(reader.client.get("/api/audit/?cursor=bogus"), 400, "invalid_input")
+
+
+def test_channel_and_time_range_filters(api: Api, kind: str) -> None:
+    from django.utils import timezone
+
+    from sessiontree.services import moderation
+
+    sid = api.create_session(kind)["session_id"]
+    entry = api.say(sid, "hello")
+    moderation.flag_entry(session_id=sid, entry_id=entry["id"], category="spam", actor="cli:ops", channel="cli")
+    reader = Api(token_client(auditor()))
+    assert [r["operation"] for r in reader.get(f"/api/audit/?session={sid}&channel=cli")["results"]] == ["flag_entry"]
+    everything = reader.get(f"/api/audit/?session={sid}")["results"]
+    assert {r["channel"] for r in everything} == {"api", "cli"}
+    now = timezone.now().isoformat().replace("+00:00", "Z")
+    assert reader.get(f"/api/audit/?session={sid}&until=2000-01-01T00:00:00Z")["results"] == []
+    assert len(reader.get(f"/api/audit/?session={sid}&until={now}")["results"]) == len(everything)
+    error_of(reader.client.get("/api/audit/?channel=phone"), 400, "invalid_input")
+    error_of(reader.client.get("/api/audit/?until=later"), 400, "invalid_input")

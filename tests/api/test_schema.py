@@ -71,7 +71,8 @@ def test_every_contract_path_is_in_the_schema():
     # DESIGN.md §10: moderation.
     entry = f"{session}entries/{{entry_id}}/"
     expected |= {f"{entry}{name}/" for name in ("flags", "hide", "unhide", "erase")}
-    expected |= {"/api/flags/", "/api/flags/{flag_id}/resolve/", "/api/audit/"}
+    expected |= {"/api/flags/", "/api/flags/{flag_id}/resolve/", "/api/audit/", "/api/search/"}
+    expected |= {f"{session}export/manifest/"}
     expected |= {f"{session}hold/"}
     assert paths == expected
 

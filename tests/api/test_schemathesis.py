@@ -63,7 +63,7 @@ POSITIVE = ["2xx", "3xx", "401", "403", "404", "409", "412", "422"]
 # depends on another one).
 STATE_DEPENDENT_INPUT = [
     r"^/api/sessions/\{session_id\}/roleplay/(corrections|repairs)/$",
-    r"^/api/sessions/\{session_id\}/export/$",
+    r"^/api/sessions/\{session_id\}/export/(manifest/)?$",
 ]
 CONFIG = SchemathesisConfig.from_dict(
     {

@@ -96,3 +96,35 @@ def test_the_registry_resolves_names_and_refuses_unknown_ones(settings: Any) -> 
         get_classifier("nonsense")
     with pytest.raises(ImproperlyConfigured, match="not a classifier"):
         get_classifier("collections.OrderedDict")
+
+
+def test_a_slow_endpoint_times_out_is_retried_then_reported() -> None:
+    calls: list[float] = []
+
+    def reply(body: dict[str, Any]) -> tuple[int, bytes, float]:
+        calls.append(1)
+        return 200, moderation([CLEAN for _ in body["input"]]), 1.5
+
+    with (
+        serve_fake_openai(reply) as fake,
+        pytest.raises(ClassifierError, match="cannot be reached") as caught,
+    ):
+        classifier(fake.url, retries=1, timeout=0.3).classify(["a"])
+    assert len(calls) == 2  # the first try and one retry, each cut off by the timeout
+    assert "sk-secret" not in str(caught.value)
+
+
+def test_a_reply_cut_short_is_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import http.client
+    import urllib.request
+
+    attempts: list[int] = []
+
+    def cut_short(*args: Any, **kwargs: Any) -> Any:
+        attempts.append(1)
+        raise http.client.IncompleteRead(b"{", 10)
+
+    monkeypatch.setattr(urllib.request, "urlopen", cut_short)
+    with pytest.raises(ClassifierError, match="cannot be reached"):
+        classifier("http://127.0.0.1:9/v1", retries=2).classify(["a"])
+    assert len(attempts) == 3

@@ -265,7 +265,7 @@ class MemoryStorage:
             with transaction.atomic():
                 txn = MemoryWrite(meta.read_row(session_id, provider=KIND), _stored(session_id))
                 result = work(txn)
-                if txn.changed or before_commit is not None:
+                if txn.changed:
                     txn.store_row()
                 if before_commit is not None:
                     before_commit(txn)

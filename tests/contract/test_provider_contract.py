@@ -647,6 +647,7 @@ METHOD_CALLS = {
     "cut_torn_tail": lambda p, sid, eid: p.cut_torn_tail(sid),
     "recount": lambda p, sid, eid: p.recount(sid),
     "recompute_meta": lambda p, sid, eid: p.recompute_meta(sid),
+    "reindex_search": lambda p, sid, eid: p.reindex_search(sid),
     "erase_entries": lambda p, sid, eid: p.erase_entries(sid, EraseIds(eid)),
 }
 SESSION_METHODS = sorted(name for name, call in METHOD_CALLS.items() if call is not None)

@@ -291,7 +291,8 @@ def test_a_line_written_without_our_lock_between_refresh_and_append_is_not_lost(
 def test_a_write_locks_the_remembered_file_and_reads_the_row_once(provider, django_assert_num_queries):
     provider.create_session(session_id="s1")
     provider.append_message("s1", {"role": "user", "content": "one"})
-    with django_assert_num_queries(4):  # the row under the lock, SAVEPOINT, UPDATE, RELEASE
+    # the row under the lock, SAVEPOINT, UPDATE, the search index row, RELEASE
+    with django_assert_num_queries(5):
         provider.append_message("s1", {"role": "user", "content": "two"})
 
 

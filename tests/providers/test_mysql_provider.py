@@ -374,12 +374,12 @@ def test_queries_per_call_do_not_grow_with_the_session(provider, django_assert_n
     provider.create_session(session_id="big", entries=entries)
     provider.switch_leaf("big", leaf)
     for session_id in ["small", "big"]:
-        with django_assert_num_queries(3 + SAVEPOINT):  # lock (+ leaf), INSERT, UPDATE
+        with django_assert_num_queries(4 + SAVEPOINT):  # lock (+ leaf), INSERT, UPDATE, the search index row
             provider.append_message(session_id, user("more"))
         leaf_id = provider.get_session(session_id)["leaf_entry_id"]
-        with django_assert_num_queries(4 + SAVEPOINT):  # + the label's target
+        with django_assert_num_queries(4 + SAVEPOINT):  # + the label's target (a label holds no text)
             provider.append_label_change(session_id, leaf_id, "l")
-        with django_assert_num_queries(4 + SAVEPOINT):  # + the first kept entry
+        with django_assert_num_queries(5 + SAVEPOINT):  # + the first kept entry, the summary's search row
             provider.append_compaction(session_id, summary="s", first_kept_entry_id=leaf_id, tokens_before=1)
         with django_assert_num_queries(3):  # session, skeleton, path payloads
             provider.get_active_path(session_id)

@@ -37,8 +37,12 @@ def keyed_by(sql: str, session_id: str) -> bool:
     key = f"'{re.escape(session_id)}'"
     if re.search(COLUMN.format("session_id") + rf"\s*=\s*{key}(?!\w)", sql):
         return True
+    # An upsert (the search index's row) ends in ON CONFLICT … / ON DUPLICATE KEY UPDATE ….
     insert = re.match(
-        r"\s*INSERT INTO [`\"]?(\w+)[`\"]?\s*\(([^)]*)\)\s*VALUES\s*\((.*)\)\s*(?:RETURNING\s[^()]*)?$", sql, re.S
+        r"\s*INSERT INTO [`\"]?(\w+)[`\"]?\s*\(([^)]*)\)\s*VALUES\s*\((.*)\)\s*"
+        r"(?:RETURNING\s[^()]*|ON (?:CONFLICT\b|DUPLICATE KEY UPDATE\b).*)?$",
+        sql,
+        re.S,
     )
     if insert:
         columns = [c.strip(' `"') for c in insert.group(2).split(",")]
@@ -143,3 +147,16 @@ def test_the_checker_itself_tells_keyed_from_unkeyed_statements():
     assert not keyed_by("UPDATE `neta_agent_session` SET `leaf_entry_id` = 'x' WHERE `id` = 7", "s1")
     assert not keyed_by("INSERT INTO `t` (`session_id`, `entry_id`) VALUES (7, 'a')", "s1")
     assert not keyed_by('SELECT MAX("tree_id") FROM "neta_agent_session"', "s1")
+    assert keyed_by(
+        'INSERT INTO "i" ("session_id", "text") VALUES (\'s1\', \'a\') '
+        'ON CONFLICT ("session_id", "entry_id") DO UPDATE SET "text" = excluded."text"',
+        "s1",
+    )
+    assert keyed_by(
+        "INSERT INTO `i` (`session_id`, `text`) VALUES ('s1', 'a') ON DUPLICATE KEY UPDATE `text` = VALUES(`text`)",
+        "s1",
+    )
+    assert not keyed_by(
+        "INSERT INTO `i` (`session_id`, `text`) VALUES ('s2', 'a') ON DUPLICATE KEY UPDATE `text` = VALUES(`text`)",
+        "s1",
+    )

@@ -404,8 +404,10 @@ def test_erased_entries_are_passed_to_the_search_index_in_the_erase_transaction(
     assert records_before == 0  # before its audit record: inside the same unit
 
 
-def test_without_a_search_index_the_hook_does_nothing():
-    erasure.reindex_erased_entries(session_id="s1", entries=[])  # no module yet: nothing to update
+def test_without_a_search_index_the_hook_does_nothing(monkeypatch):
+    # The module exists now (services/search_index.py): taken away, nothing is called.
+    monkeypatch.setattr(erasure.importlib.util, "find_spec", lambda name: None)
+    erasure.reindex_erased_entries(session_id="s1", entries=[])
 
 
 # --- helpers ------------------------------------------------------------------------------------

@@ -30,28 +30,31 @@ SESSION_TABLE = AgentSession._meta.db_table
 ROW_READ = re.compile(rf"^\s*SELECT .* FROM [`\"]?{SESSION_TABLE}[`\"]? .*session_id[`\"]? = ", re.S | re.I)
 
 # operation → (statements, reads of the session's meta row), per storage.
+# An entry that holds text (a message, a summary; not a label or a leaf
+# move) adds its search index row: one INSERT in the same transaction.
 EXPECTED = {
     "file": {
-        "append": (3, 1),  # the row under the file's lock, its UPDATE, the audit record
+        "append": (4, 1),  # the row under the file's lock, its UPDATE, the search row, the audit record
         "label": (3, 1),
         "navigate": (3, 1),
-        "navigate with a summary": (4, 2),  # + the read the summarizer works from
-        "compact": (4, 2),  # + the read the summarizer works from
+        "navigate with a summary": (5, 2),  # + the read the summarizer works from, the summary's search row
+        "compact": (5, 2),  # + the read the summarizer works from, the summary's search row
     },
     "mysql": {
-        "append": (4, 1),  # lock (the row + its leaf), INSERT, UPDATE, the audit record
+        "append": (5, 1),  # lock (the row + its leaf), INSERT, UPDATE, the search row, the audit record
         "label": (5, 1),  # + the label's target
         "navigate": (5, 1),  # lock, the target, where it sits, UPDATE, audit
-        # read: row, target, skeleton, the two paths' payloads; write: lock, place, INSERT, UPDATE, audit
-        "navigate with a summary": (10, 2),
-        # read: row, skeleton, payloads; write: lock, first kept entry, INSERT, UPDATE, audit
-        "compact": (8, 2),
+        # read: row, target, skeleton, the two paths' payloads; write: lock, place, INSERT, UPDATE, search row, audit
+        "navigate with a summary": (11, 2),
+        # read: row, skeleton, payloads; write: lock, first kept entry, INSERT, UPDATE, search row, audit
+        "compact": (9, 2),
     },
 }
 # A fork creates a session: the source's row and path are read once, then
 # the lineage insert (the parent row, its tree locked by the tree's root row,
-# the two shifts of that tree's intervals) and the copies.
-FORK_EXPECTED = {"file": 9, "mysql": 14}
+# the two shifts of that tree's intervals), the copies and their search index
+# rows (one statement).
+FORK_EXPECTED = {"file": 10, "mysql": 15}
 
 
 def user(text):
