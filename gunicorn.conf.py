@@ -12,7 +12,9 @@ written here is the API's error shape:
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from typing import Any
 
 from gunicorn import util
@@ -49,3 +51,19 @@ def _json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
 
 
 util.write_error = _json_error
+
+
+def on_starting(server: Any) -> None:
+    """Load the settings before any worker starts: a missing production setting
+    (``DJANGO_SECRET_KEY``, ``DJANGO_ALLOWED_HOSTS`` with DEBUG off) is said in
+    one line and gunicorn stops with exit code 2, as ``manage.py`` does,
+    instead of every worker printing the same traceback."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from django.conf import settings
+    from django.core.exceptions import ImproperlyConfigured
+
+    try:
+        settings.INSTALLED_APPS  # noqa: B018 - loads the settings, which check the environment
+    except ImproperlyConfigured as exc:
+        sys.stderr.write(f"gunicorn: improperly_configured: {exc}\n")
+        sys.exit(2)

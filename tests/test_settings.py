@@ -166,6 +166,26 @@ def test_debug_off_refuses_to_start_without_secret_key_or_allowed_hosts(entry_po
     assert "set DJANGO_DEBUG=1 instead" in last_line
 
 
+def test_gunicorn_refuses_to_start_in_one_line_without_production_variables(tmp_path):
+    """gunicorn (the production server) says what is missing in one line and
+    stops with exit code 2, instead of a traceback per worker (issue 25)."""
+    gunicorn = Path(sys.executable).with_name("gunicorn")
+    result = subprocess.run(
+        [str(gunicorn), "--bind", f"unix:{tmp_path / 'g.sock'}", "--workers", "1", "config.wsgi:application"],
+        cwd=PROJECT_DIR,
+        env=clean_environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    lines = [line for line in result.stderr.strip().splitlines() if "improperly_configured" in line]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("gunicorn: improperly_configured: DEBUG is off (DJANGO_DEBUG is not 1)")
+    assert SECRET_KEY_MESSAGE in lines[0] and ALLOWED_HOSTS_MESSAGE in lines[0]
+    assert "Traceback" not in result.stderr
+
+
 def test_debug_on_starts_without_production_variables():
     result = run_python("manage.py", "check", env=clean_environ(DJANGO_DEBUG="1"))
     assert result.returncode == 0, result.stderr
