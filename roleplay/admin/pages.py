@@ -33,7 +33,7 @@ from django.utils.http import urlencode
 
 from sessiontree.admin.entry_display import custom_fields, shorten, to_json
 from sessiontree.admin.moderation import CHANNEL, NO_LEAF, ExpectedLeafForm, parse_expected_leaf
-from sessiontree.admin.plugins import session_page_url
+from sessiontree.admin.plugins import guarded_page, session_page_url
 from sessiontree.core.context_builder import UNSET
 from sessiontree.core.errors import SessionTreeError
 from sessiontree.core.types import Entry
@@ -550,7 +550,7 @@ class RoleplayPages:
             if exc.http_status == 404:
                 raise Http404(str(exc)) from exc
             context["error"] = f"{exc.code}: {exc}"
-            return TemplateResponse(request, "roleplay/admin/state.html", context)
+            return guarded_page(TemplateResponse(request, "roleplay/admin/state.html", context))
         prefill = "" if posted is not None else request.GET.get("path", "")
         everything = request.GET.get("rows") == "all"
         context.update(
@@ -560,7 +560,7 @@ class RoleplayPages:
         )
         if character is not None:  # another character's view of the path: writes target the branch's own
             context.update({"acting": False, "writable": False})
-        return TemplateResponse(request, "roleplay/admin/state.html", context)
+        return guarded_page(TemplateResponse(request, "roleplay/admin/state.html", context))
 
     def _state_context(
         self,
@@ -684,7 +684,7 @@ class RoleplayPages:
                 context["differences"] = sum(len(diff[key]) for key in ("changed", "added", "removed"))
         except SessionTreeError as exc:
             context["error"] = f"{exc.code}: {exc}"
-        return TemplateResponse(request, "roleplay/admin/diff.html", context)
+        return guarded_page(TemplateResponse(request, "roleplay/admin/diff.html", context))
 
     @staticmethod
     def _diff_item(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -740,7 +740,7 @@ class RoleplayPages:
                 context = self._page_context(request, row, f"{spec.title}: are you sure?")
                 fields = [(k, v) for k, v in request.POST.items() if k not in ("csrfmiddlewaretoken", "confirmed")]
                 context.update({"action": spec, "plan": _plan_view(plan), "fields": fields, "state_url": back})
-                return TemplateResponse(request, "roleplay/admin/confirm.html", context)
+                return guarded_page(TemplateResponse(request, "roleplay/admin/confirm.html", context))
             entry = spec.write(**kwargs)
         except SessionTreeError as exc:
             return self._refused(request, row, spec, form, data, [f"{exc.code}: {exc}"])

@@ -35,6 +35,7 @@ from sessiontree.models import Agent, AgentSession, ModerationFlag
 from sessiontree.templatetags.sessiontree_admin import moment
 
 from .erasing import EraseForm, erase_report, place_rows
+from .plugins import guarded_page
 
 CHANNEL = "admin"
 NOTE_SHOWN = 80
@@ -291,7 +292,7 @@ class ModerationFlagAdmin(admin.ModelAdmin):
             "media": self.media,
         }
         request.current_app = self.admin_site.name
-        return TemplateResponse(request, "admin/sessiontree/moderationflag/erase_selected.html", context)
+        return guarded_page(TemplateResponse(request, "admin/sessiontree/moderationflag/erase_selected.html", context))
 
     def _erase_each(
         self,

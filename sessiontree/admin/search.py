@@ -28,6 +28,8 @@ from sessiontree.models import Agent, AgentSession
 from sessiontree.providers.factory import provider_choices
 from sessiontree.services.search import DEFAULT_LIMIT
 
+from .plugins import guarded_page
+
 MAX_ADMIN_LIMIT = 200
 
 
@@ -108,7 +110,7 @@ def search_view(model_admin: Any, request: HttpRequest) -> HttpResponse:
         "error": error,
         "sees_all": services.search.sees_every_session(request.user),
     }
-    return TemplateResponse(request, "admin/sessiontree/search.html", context)
+    return guarded_page(TemplateResponse(request, "admin/sessiontree/search.html", context))
 
 
 __all__ = ["SearchForm", "search_view"]

@@ -63,17 +63,10 @@ from .entry_display import body_marker, describe_entry, entry_fields, message_te
 from .erasing import EraseForm, erase_report, erase_summary, place_rows
 from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter, OnLegalHoldFilter
 from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm, parse_expected_leaf
+from .plugins import guarded_page
 from .rendering import entry_body_html, image_blocks, image_bytes, row_body_html, word_diff_html
 from .search import search_view
 from .tree_rows import rows_html
-
-# Response header of the session pages: no script but the admin's own files, no
-# plug-in or object, images from here only (message images are served by the
-# entry's image URL): a second fence behind the rendering's escaping.
-CONTENT_SECURITY_POLICY = (
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self'; "
-    "object-src 'none'; base-uri 'none'; frame-ancestors 'self'; form-action 'self'"
-)
 
 CLOSED = (AgentSession.Status.ARCHIVED, AgentSession.Status.DELETED)
 ERASE_PERMISSION = "sessiontree.erase_entry"
@@ -494,7 +487,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
             window = tree_window(provider, row.session_id, focus_entry_id=focus, line_entry_id=line)
         except SessionTreeError as exc:
             context["error"] = f"{exc.code}: {exc}"
-            return _guarded(TemplateResponse(request, "admin/sessiontree/tree/page.html", context))
+            return guarded_page(TemplateResponse(request, "admin/sessiontree/tree/page.html", context))
         # A deep link to an entry the session does not hold says so instead of silently showing the leaf.
         unknown = [(what, value) for what, value, used in (("focus", focus, window.focus_entry_id),
                                                             ("line", line, window.line_entry_id)) if value and not used]  # fmt: skip
@@ -519,7 +512,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
             "tree", request, row, loaded, leaf_entry_id=skeleton.leaf_entry_id, can_act=context["can_act"]
         )
         context.update(self._plugin_context(on_page))
-        return _guarded(TemplateResponse(request, "admin/sessiontree/tree/page.html", context))
+        return guarded_page(TemplateResponse(request, "admin/sessiontree/tree/page.html", context))
 
     def _decorate(self, window: TreeWindow, urls: dict[str, str]) -> None:
         """Marker, preview and readable body of every loaded entry (display is the admin's business)."""
@@ -543,7 +536,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
         urls = self._urls(row)
         self._decorate(window, urls)
         context = {"rows": window.rows, "rows_html": rows_html(window.rows, urls, window.line_entry_id or line)}
-        return _guarded(TemplateResponse(request, "admin/sessiontree/tree/_rows.html", context))
+        return guarded_page(TemplateResponse(request, "admin/sessiontree/tree/_rows.html", context))
 
     def branch_view(self, request: HttpRequest, object_id: str, entry_id: str) -> HttpResponse:
         row = self._session(request, object_id)
@@ -639,7 +632,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "fork_form": ForkForm(auto_id="fork-%s", initial={"entry_id": entry_id}),
             }
         )
-        return _guarded(TemplateResponse(request, "admin/sessiontree/tree/_entry.html", context))
+        return guarded_page(TemplateResponse(request, "admin/sessiontree/tree/_entry.html", context))
 
     def image_view(self, request: HttpRequest, object_id: str, entry_id: str, index: int) -> HttpResponse:
         """The ``index``-th image of an entry's message, when it is a raster image in base64 (else 404)."""
@@ -679,7 +672,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 context["tips_by_id"] = {tip["id"]: tip for tip in context["tips"]}
         except SessionTreeError as exc:
             context["error"] = f"{exc.code}: {exc}"
-        return _guarded(TemplateResponse(request, "admin/sessiontree/tree/compare.html", context))
+        return guarded_page(TemplateResponse(request, "admin/sessiontree/tree/compare.html", context))
 
     def export_view(self, request: HttpRequest, object_id: str) -> HttpResponseBase:
         """The export as a download (``?manifest=1``: its manifest as JSON), audited by the service."""
@@ -796,7 +789,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "places": place_rows(dry_run["changed"]) if dry_run else [],
             }
         )
-        return TemplateResponse(request, "admin/sessiontree/tree/erase.html", context)
+        return guarded_page(TemplateResponse(request, "admin/sessiontree/tree/erase.html", context))
 
     def action_view(self, request: HttpRequest, object_id: str, action: str) -> HttpResponse:
         if request.method != "POST":
@@ -878,7 +871,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "current_leaf": current,
             }
         )
-        return _guarded(TemplateResponse(request, "admin/sessiontree/tree/confirm.html", context))
+        return guarded_page(TemplateResponse(request, "admin/sessiontree/tree/confirm.html", context))
 
 
 # --- helpers for the templates ---------------------------------------------------------------
@@ -886,11 +879,6 @@ class AgentSessionAdmin(admin.ModelAdmin):
 
 def _short_time(value: dt.datetime | None) -> str:
     return moment(value)
-
-
-def _guarded(response: TemplateResponse) -> TemplateResponse:
-    response["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
-    return response
 
 
 def _int(value: Any, default: int) -> int:

@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 
 from sessiontree import services
+from sessiontree.admin.plugins import CONTENT_SECURITY_POLICY
 from sessiontree.core.redaction import ERASED
 from sessiontree.models import AgentSession, AuditRecord, ModerationFlag
 from sessiontree.providers.factory import get_provider
@@ -89,6 +90,7 @@ def test_the_erase_page_lists_every_place_then_erases_with_a_reason(carded):
     client = login(staff("eraser", "view_agentsession", "erase_entry"))
     page = client.get(erase_url(row, secret["id"]))
     assert page.status_code == 200
+    assert page["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
     places = [(p["session_id"], p["entry_id"], p["kind"]) for p in page.context["places"]]
     assert places == [
         (row.session_id, secret["id"], "entry"),

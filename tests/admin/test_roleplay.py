@@ -21,6 +21,7 @@ from django.urls import reverse
 from roleplay import schema, service
 from roleplay.reducer import make_checkpoint_data, reduce_branch
 from sessiontree import services
+from sessiontree.admin.plugins import CONTENT_SECURITY_POLICY
 from sessiontree.models import AgentSession, AuditRecord
 from sessiontree.providers.factory import get_provider
 from tests.roleplay.story import LONG_HAIR, SHORT_HAIR, Story, add, review
@@ -106,7 +107,9 @@ def test_state_panel_shows_the_state_as_a_tree_with_the_entry_behind_each_value(
     story, ids = story
     detail = service.inspect_state_detail(story.provider, story.session_id)
 
-    page = text(admin_client.get(state_url(story.row)))
+    response = admin_client.get(state_url(story.row))
+    assert response["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    page = text(response)
 
     assert re.search(r'id="rp-revision">2<', page) and f'title="{detail["state_hash"]}"' in page
     assert 'id="rp-character">alice<' in page and "(the leaf)" in page

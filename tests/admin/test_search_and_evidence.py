@@ -13,6 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils.http import urlencode
 
+from sessiontree.admin.plugins import CONTENT_SECURITY_POLICY
 from sessiontree.models import AuditRecord
 
 from .conftest import labelled, staff, tree_url
@@ -26,6 +27,7 @@ def test_the_search_page_lists_entries_with_a_snippet_linking_into_the_tree(admi
     target = labelled(branched, "decimal fix")
     response = admin_client.get(reverse(SEARCH), {"q": "quantizes Decimal"})
     assert response.status_code == 200
+    assert response["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
     html = response.content.decode()
     entry_url = tree_url(branched, "tree") + "?" + urlencode({"focus": target}) + f"#entry-{target}"
     assert f'href="{entry_url}"' in html
