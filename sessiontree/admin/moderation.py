@@ -4,7 +4,9 @@ confirmation page, and one call to the operations layer each.
 Every action runs as the signed-in user on the ``admin`` channel, so the
 operations layer writes its audit record; the admin adds Django's
 ``LogEntry`` with the message returned here. None edits a completed entry:
-they move the leaf, append entries, create a session or change the status.
+they move the leaf, append entries (a hide or unhide is a ``context_edit``),
+create a session, change the status or open a flag (a row beside the tree).
+Each names the permission it needs (``moderate_session`` unless said).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sessiontree.core.entries import message_of
 from sessiontree.models import AgentSession
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
+from sessiontree.selectors.hidden import hidden_on_branches
 from sessiontree.services.tree import FORK_POSITIONS
 
 from .entry_display import describe_entry, shorten
@@ -77,6 +80,27 @@ class StatusForm(forms.Form):
     pass
 
 
+class FlagForm(forms.Form):
+    entry_id = forms.CharField(max_length=64, widget=forms.HiddenInput)
+    category = forms.ChoiceField(choices=())
+    note = forms.CharField(required=False, max_length=services.moderation.MAX_NOTE, widget=forms.Textarea)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The configured categories, read when the form is made (settings may change in tests).
+        category = self.fields["category"]
+        assert isinstance(category, forms.ChoiceField)
+        category.choices = [(c, c.replace("_", " ")) for c in services.moderation.categories()]
+
+
+class HideForm(EntryForm):
+    notice = forms.CharField(
+        required=False,
+        max_length=services.moderation.MAX_NOTE,
+        help_text=f"What the model gets instead; empty: {services.moderation.DEFAULT_NOTICE}",
+    )
+
+
 @dataclass
 class Outcome:
     message: str
@@ -99,6 +123,7 @@ class ModerationAction:
     preview: Callable[[AgentSession, dict[str, Any]], Preview] | None = None  # None: no confirmation
     on_closed: bool = False  # allowed on an archived or deleted session
     destructive: bool = False
+    permission: str = "sessiontree.moderate_session"  # what the signed-in user needs
 
 
 def _provider(row: AgentSession) -> SessionTreeProvider:
@@ -340,6 +365,100 @@ def run_delete(request: HttpRequest, row: AgentSession, data: dict[str, Any]) ->
     return Outcome(f"Deleted {row.session_id} (soft): restore it to write again.")
 
 
+# --- flags and hiding from the model -------------------------------------------------------------------
+
+
+def run_flag(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -> Outcome:
+    flag = services.moderation.flag_entry(
+        session_id=row.session_id,
+        entry_id=data["entry_id"],
+        category=data["category"],
+        note=data.get("note") or None,
+        source="operator",
+        actor=request.user,
+        channel=CHANNEL,
+    )
+    return Outcome(
+        f"Flagged {data['entry_id']} as {flag['category']} (flag {flag['id']}, open in the moderation queue).",
+        focus_entry_id=data["entry_id"],
+    )
+
+
+def _hiding_lines(row: AgentSession, entry_id: str) -> list[str]:
+    provider = _provider(row)
+    hiding = hidden_on_branches(provider, row.session_id, entry_id)
+    if not hiding.branches:
+        return []
+    hidden = [branch for branch in hiding.branches if branch.hidden]
+    checked = len(hiding.branches) + hiding.more
+    return [f"Hidden now on {len(hidden)} of the {checked} branch{'es' if checked != 1 else ''} through it."]
+
+
+def preview_hide(row: AgentSession, data: dict[str, Any]) -> Preview:
+    provider = _provider(row)
+    notice = data.get("notice") or services.moderation.DEFAULT_NOTICE
+    path = provider.get_active_path(row.session_id)
+    on_path = any(entry.get("id") == data["entry_id"] for entry in path)
+    if not on_path:
+        return Preview(
+            [f"{data['entry_id']} is not on the active branch: switch the leaf to a branch through it first."],
+            possible=False,
+        )
+    if services.moderation.hidden_on_path(path, data["entry_id"]):
+        return Preview([f"{data['entry_id']} is already hidden from the model on the active branch."], possible=False)
+    return Preview(
+        [
+            f"{_entry_name(provider, row, data['entry_id'])} is hidden from the model on the active branch: "
+            f"a context_edit is appended at the leaf, and the model (ours, and Pi opening the file) gets “{notice}” instead.",
+            *_hiding_lines(row, data["entry_id"]),
+            "Reversible (Unhide appends a later edit restoring it); the text stays stored — Erase removes it.",
+        ]
+    )
+
+
+def run_hide(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -> Outcome:
+    entry = services.moderation.hide_entry(
+        session_id=row.session_id,
+        entry_id=data["entry_id"],
+        notice=data.get("notice") or None,
+        actor=request.user,
+        channel=CHANNEL,
+        expected_leaf_id=parse_expected_leaf(data.get("expected_leaf")),
+    )
+    return Outcome(
+        f"Hid {data['entry_id']} from the model on the active branch (context edit {entry['id']}).",
+        focus_entry_id=data["entry_id"],
+    )
+
+
+def preview_unhide(row: AgentSession, data: dict[str, Any]) -> Preview:
+    provider = _provider(row)
+    path = provider.get_active_path(row.session_id)
+    if not services.moderation.hidden_on_path(path, data["entry_id"]):
+        return Preview([f"{data['entry_id']} is not hidden from the model on the active branch."], possible=False)
+    return Preview(
+        [
+            f"{_entry_name(provider, row, data['entry_id'])} is shown to the model again on the active branch: "
+            "a context_edit restoring its own content is appended at the leaf.",
+            *_hiding_lines(row, data["entry_id"]),
+        ]
+    )
+
+
+def run_unhide(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -> Outcome:
+    entry = services.moderation.unhide_entry(
+        session_id=row.session_id,
+        entry_id=data["entry_id"],
+        actor=request.user,
+        channel=CHANNEL,
+        expected_leaf_id=parse_expected_leaf(data.get("expected_leaf")),
+    )
+    return Outcome(
+        f"{data['entry_id']} is shown to the model again on the active branch (context edit {entry['id']}).",
+        focus_entry_id=data["entry_id"],
+    )
+
+
 ACTIONS: dict[str, ModerationAction] = {
     action.name: action
     for action in (
@@ -352,5 +471,10 @@ ACTIONS: dict[str, ModerationAction] = {
         ModerationAction("archive", "Archive", StatusForm, run_archive),
         ModerationAction("restore", "Restore", StatusForm, run_restore, on_closed=True),
         ModerationAction("delete", "Delete (soft)", StatusForm, run_delete, preview_delete, destructive=True),
+        ModerationAction(
+            "flag", "Flag for moderation", FlagForm, run_flag, on_closed=True, permission="sessiontree.flag_entry"
+        ),
+        ModerationAction("hide", "Hide from the model", HideForm, run_hide, preview_hide),
+        ModerationAction("unhide", "Show to the model again", EntryForm, run_unhide, preview_unhide),
     )
 }

@@ -55,6 +55,7 @@ from sessiontree.selectors.entry_context import (
     find_entries,
 )
 from sessiontree.selectors.export import EXPORT_SCOPES
+from sessiontree.selectors.hidden import hidden_on_branches
 from sessiontree.selectors.tree_window import TreeWindow, branch_window, run_window, tree_window
 from sessiontree.templatetags.sessiontree_admin import moment
 
@@ -62,7 +63,17 @@ from . import plugins
 from .entry_display import body_marker, describe_entry, entry_fields, message_text, shorten, to_json
 from .erasing import EraseForm, erase_report, erase_summary, place_rows
 from .filters import HasBranchesFilter, HasCompactionFilter, IsForkFilter, OnLegalHoldFilter
-from .moderation import ACTIONS, CHANNEL, NO_LEAF, CompactForm, ForkForm, LabelForm, NavigateForm, parse_expected_leaf
+from .moderation import (
+    ACTIONS,
+    CHANNEL,
+    NO_LEAF,
+    CompactForm,
+    FlagForm,
+    ForkForm,
+    LabelForm,
+    NavigateForm,
+    parse_expected_leaf,
+)
 from .plugins import guarded_page
 from .rendering import entry_body_html, image_blocks, image_bytes, row_body_html, word_diff_html
 from .search import search_view
@@ -70,6 +81,7 @@ from .tree_rows import rows_html
 
 CLOSED = (AgentSession.Status.ARCHIVED, AgentSession.Status.DELETED)
 ERASE_PERMISSION = "sessiontree.erase_entry"
+FLAG_PERMISSION = "sessiontree.flag_entry"
 AUDIT_ROWS = 50
 # A path longer than PATH_SHOWN shows its first PATH_HEAD and last PATH_TAIL ids.
 PATH_SHOWN, PATH_HEAD, PATH_TAIL = 120, 20, 80
@@ -499,7 +511,9 @@ class AgentSessionAdmin(admin.ModelAdmin):
             {
                 "window": window,
                 "rows": window.rows,
-                "rows_html": rows_html(window.rows, context["urls"], window.line_entry_id),
+                "rows_html": rows_html(
+                    window.rows, context["urls"], window.line_entry_id, flags=self._open_flags(row, window)
+                ),
                 "skeleton": skeleton,
                 "leaf_entry_id": skeleton.leaf_entry_id,
                 "expected_leaf": skeleton.leaf_entry_id or NO_LEAF,
@@ -532,10 +546,20 @@ class AgentSessionAdmin(admin.ModelAdmin):
             elif row.kind == "branch" and row.name_entry is not None:
                 row.marker, row.preview = describe_entry(row.name_entry)
 
+    @staticmethod
+    def _open_flags(row: AgentSession, window: TreeWindow) -> dict[str, int]:
+        """Open moderation flags of the entries the window shows (one query), marked on their rows."""
+        ids = [r.entry_id for r in window.iter_rows() if r.kind == "entry"]
+        return services.moderation.open_flag_counts(row.session_id, ids)
+
     def _fragment(self, request: HttpRequest, row: AgentSession, window: TreeWindow, line: str | None) -> HttpResponse:
         urls = self._urls(row)
         self._decorate(window, urls)
-        context = {"rows": window.rows, "rows_html": rows_html(window.rows, urls, window.line_entry_id or line)}
+        flags = self._open_flags(row, window)
+        context = {
+            "rows": window.rows,
+            "rows_html": rows_html(window.rows, urls, window.line_entry_id or line, flags=flags),
+        }
         return guarded_page(TemplateResponse(request, "admin/sessiontree/tree/_rows.html", context))
 
     def branch_view(self, request: HttpRequest, object_id: str, entry_id: str) -> HttpResponse:
@@ -592,6 +616,9 @@ class AgentSessionAdmin(admin.ModelAdmin):
         if plugins.registry().marker(detail.entry) is None:
             body = entry_body_html(detail.entry, image_base=f"{urls['entry']}{entry_id}/image/")
         usage = detail.usage
+        hiding = self._read(
+            lambda: hidden_on_branches(get_provider_for_session(row.session_id), row.session_id, entry_id)
+        )
         step_tokens = sum(step.tokens for step in detail.steps if step.status in ("sent", "summary"))
         context.update(
             {
@@ -630,6 +657,12 @@ class AgentSessionAdmin(admin.ModelAdmin):
                     auto_id="label-%s", initial={"entry_id": entry_id, "label": (detail.label or {}).get("label", "")}
                 ),
                 "fork_form": ForkForm(auto_id="fork-%s", initial={"entry_id": entry_id}),
+                "flags": services.moderation.flags_of_entry(row.session_id, entry_id),
+                "can_flag": request.user.has_perm(FLAG_PERMISSION),
+                "flag_form": FlagForm(auto_id="flag-%s", initial={"entry_id": entry_id}),
+                "hiding": hiding,
+                # Hidden on the active branch: what Unhide undoes (the leaf is a tip under an entry on its path).
+                "hidden_here": any(branch.is_leaf and branch.hidden for branch in hiding.branches),
             }
         )
         return guarded_page(TemplateResponse(request, "admin/sessiontree/tree/_entry.html", context))
@@ -795,11 +828,11 @@ class AgentSessionAdmin(admin.ModelAdmin):
         if request.method != "POST":
             return HttpResponseNotAllowed(["POST"])
         row = self._session(request, object_id)
-        if not self.has_moderate_permission(request, row):
-            raise PermissionDenied
         spec = ACTIONS.get(action)
         if spec is None:
             raise Http404(f"No moderation action {action!r}")
+        if not request.user.has_perm(spec.permission):
+            raise PermissionDenied
         form = spec.form_class(request.POST)
         back = self._tree_url(row.pk)
         if not form.is_valid():

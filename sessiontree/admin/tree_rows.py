@@ -78,8 +78,9 @@ def _pager(row: TreeRow, line_url: str) -> SafeString:
     )
 
 
-def _entry(row: TreeRow, urls: Mapping[str, str]) -> SafeString:
+def _entry(row: TreeRow, urls: Mapping[str, str], flags: Mapping[str, int]) -> SafeString:
     classes = "entry"
+    flagged = flags.get(row.entry_id, 0)
     if row.on_active_path:
         classes += " active"
     if row.is_leaf:
@@ -96,8 +97,16 @@ def _entry(row: TreeRow, urls: Mapping[str, str]) -> SafeString:
         html(' title="{}"', row.preview) if not row.body else EMPTY,
     )
     tags = html(
-        "{}{}",
+        "{}{}{}",
         html('<span class="tag" title="label">{}</span>', row.label) if row.label else EMPTY,
+        html(
+            '<span class="flag-mark" title="{} open moderation flag{}">⚑ {}</span>',
+            flagged,
+            "" if flagged == 1 else "s",
+            flagged,
+        )
+        if flagged
+        else EMPTY,
         html(
             '<span class="cut" title="left out of the model\'s context by compaction {}">✂ left out</span>',
             row.compacted_by,
@@ -145,7 +154,7 @@ def _entry(row: TreeRow, urls: Mapping[str, str]) -> SafeString:
     )
 
 
-def _branch(row: TreeRow, urls: Mapping[str, str], line: str | None) -> SafeString:
+def _branch(row: TreeRow, urls: Mapping[str, str], line: str | None, flags: Mapping[str, int]) -> SafeString:
     return html(
         '<details class="branch"{} data-url="{}{}/?level={}" data-branch="{}"><summary>branch of {} entr{} from '
         '<code>{}</code> — <span class="branch-name">{}: {}</span></summary><div class="branch-body">{}</div></details>\n',
@@ -159,7 +168,7 @@ def _branch(row: TreeRow, urls: Mapping[str, str], line: str | None) -> SafeStri
         row.entry_id,
         row.marker,
         row.preview,
-        rows_html(row.rows, urls, line) if row.open else EMPTY,
+        rows_html(row.rows, urls, line, flags=flags) if row.open else EMPTY,
     )
 
 
@@ -177,15 +186,19 @@ def _run(row: TreeRow, urls: Mapping[str, str], line: str | None) -> SafeString:
     )
 
 
-def rows_html(rows: Iterable[TreeRow], urls: Mapping[str, str], line: str | None = None) -> SafeString:
+def rows_html(
+    rows: Iterable[TreeRow], urls: Mapping[str, str], line: str | None = None, *, flags: Mapping[str, int] | None = None
+) -> SafeString:
     """The HTML of ``rows`` (an open branch's rows inside it); ``line``: the
-    entry the page's main line goes through, carried by expanded runs."""
+    entry the page's main line goes through, carried by expanded runs;
+    ``flags``: open moderation flags per entry id, marked on their rows."""
     parts: list[str] = []
+    counts = flags or {}
     for row in rows:
         if row.kind == "entry":
-            parts.append(_entry(row, urls))
+            parts.append(_entry(row, urls, counts))
         elif row.kind == "branch":
-            parts.append(_branch(row, urls, line))
+            parts.append(_branch(row, urls, line, counts))
         else:
             parts.append(_run(row, urls, line))
     return mark_safe("".join(parts))  # every part comes from format_html

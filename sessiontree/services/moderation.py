@@ -26,7 +26,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from sessiontree.core.entries import message_of
-from sessiontree.core.errors import CONFLICT, BadInput, EntryNotFound, SessionTreeError
+from sessiontree.core.errors import CONFLICT, BadInput, EntryNotFound, LeafConflict, SessionNotFound, SessionTreeError
 from sessiontree.core.types import UNSET, Entry, Unset
 from sessiontree.models import ModerationFlag
 from sessiontree.providers import db_errors
@@ -78,17 +78,50 @@ class NotAMessage(SessionTreeError):
 MODEL_VISIBLE_ROLES = ("user", "assistant", "toolResult")
 
 
-def _check_hideable(writer: SessionWriter, entry_id: str) -> None:
-    """``entry_id`` is on the active path and a message the model sees."""
-    target = next((entry for entry in writer.active_path() if entry.get("id") == entry_id), None)
+def _hideable_on(path: Sequence[Entry], entry_id: str, session_id: str, get_entry: Any) -> Entry:
+    """The entry ``entry_id`` when it is on ``path`` (the active path) and a message the model sees."""
+    target = next((entry for entry in path if entry.get("id") == entry_id), None)
     if target is None:
-        writer.get_entry(entry_id)  # EntryNotFound for an id the session does not hold
-        raise EntryNotFound(f"Entry {entry_id} is not on the active path of session {writer.session_id}")
+        get_entry(entry_id)  # EntryNotFound for an id the session does not hold
+        raise EntryNotFound(f"Entry {entry_id} is not on the active path of session {session_id}")
     if target.get("type") == "custom_message":
-        return
+        return target
     if target.get("type") != "message" or message_of(target).get("role") not in MODEL_VISIBLE_ROLES:
         kind = message_of(target).get("role") if target.get("type") == "message" else target.get("type")
         raise NotAMessage(f"Entry {entry_id} ({kind}) is not a message whose content the model sees")
+    return target
+
+
+def _check_hideable(writer: SessionWriter, entry_id: str) -> None:
+    """``entry_id`` is on the active path and a message the model sees."""
+    _hideable_on(writer.active_path(), entry_id, writer.session_id, writer.get_entry)
+
+
+def check_hide(
+    *,
+    session_id: str,
+    entry_id: str,
+    unhide: bool = False,
+    expected_leaf_id: Expected = UNSET,
+    provider: SessionTreeProvider | None = None,
+) -> tuple[Entry, bool]:
+    """What ``hide_entry`` (``unhide``: ``unhide_entry``) would refuse, checked
+    now without writing (a dry run): the same typed errors; else the message
+    and whether the active branch hides it now. Nothing is locked: the tree
+    may change before a real call."""
+    provider = _provider(provider, session_id)
+    session = provider.get_session(session_id)
+    if session is None:
+        raise SessionNotFound(f"Session {session_id} not found")
+    leaf = session["leaf_entry_id"]
+    if not isinstance(expected_leaf_id, Unset) and expected_leaf_id != leaf:
+        raise LeafConflict(f"Leaf of session {session_id} is {leaf!r}, not the expected {expected_leaf_id!r}")
+    path = provider.get_active_path(session_id, leaf)
+    target = _hideable_on(path, entry_id, session_id, lambda entry: provider.get_entry(session_id, entry))
+    hidden = hidden_on_path(path, entry_id)
+    if unhide and not hidden:
+        raise NotHidden(f"Entry {entry_id} is not hidden on the active branch of session {session_id}")
+    return target, hidden
 
 
 class FlagDict(TypedDict):
@@ -162,6 +195,25 @@ def _provider(provider: SessionTreeProvider | None, session_id: str) -> SessionT
 # --- flags --------------------------------------------------------------------------------------
 
 
+def check_flag(
+    *,
+    session_id: str,
+    entry_id: str,
+    category: str,
+    note: str | None = None,
+    source: str = "operator",
+    provider: SessionTreeProvider | None = None,
+) -> tuple[str, str]:
+    """What ``flag_entry`` refuses (bad input, an unknown session or entry),
+    checked without writing; the source and note as they would be stored."""
+    if category not in categories():
+        raise BadInput(f"Unknown flag category {category!r}; use one of {', '.join(categories())}")
+    source = check_source(source)
+    text = _check_note(note)
+    _provider(provider, session_id).get_entry(session_id, entry_id)  # SessionNotFound / EntryNotFound
+    return source, text
+
+
 @idempotent(Operation.FLAG_ENTRY)
 def flag_entry(
     *,
@@ -176,12 +228,9 @@ def flag_entry(
 ) -> FlagDict:
     """Open a flag on ``entry_id`` of ``session_id`` (which must exist). The tree is not touched."""
     acting, channel = _who(actor, channel)
-    if category not in categories():
-        raise BadInput(f"Unknown flag category {category!r}; use one of {', '.join(categories())}")
-    source = check_source(source)
-    text = _check_note(note)
-    provider = _provider(provider, session_id)
-    provider.get_entry(session_id, entry_id)  # SessionNotFound / EntryNotFound
+    source, text = check_flag(
+        session_id=session_id, entry_id=entry_id, category=category, note=note, source=source, provider=provider
+    )
 
     def write() -> ModerationFlag:
         flag = ModerationFlag.objects.create(
@@ -209,15 +258,33 @@ def flag_entry(
     return flag_dict(flag)
 
 
-@idempotent(Operation.RESOLVE_FLAG)
-def resolve_flag(*, flag_id: int, status: str, actor: Any, channel: str, note: str | None = None) -> FlagDict:
-    """Close an open flag as ``actioned`` or ``dismissed``; a closed one is ``FlagAlreadyResolved``."""
-    acting, channel = _who(actor, channel)
+def _resolve_input(flag_id: Any, status: Any, note: Any) -> str:
+    """The resolution's arguments checked; the note as it would be stored."""
     if status not in RESOLVED_STATUSES:
         raise BadInput(f"A flag is resolved as {' or '.join(RESOLVED_STATUSES)}, not {status!r}")
     text = _check_note(note)
     if not isinstance(flag_id, int) or isinstance(flag_id, bool):
         raise BadInput(f"A flag id is an integer, not {type(flag_id).__name__}")
+    return text
+
+
+def check_resolve(*, flag_id: int, status: str, note: str | None = None) -> FlagDict:
+    """What ``resolve_flag`` refuses, checked without writing (nothing locked);
+    the flag as it is now."""
+    _resolve_input(flag_id, status, note)
+    flag = ModerationFlag.objects.filter(pk=flag_id).first()
+    if flag is None:
+        raise FlagNotFound(f"Flag {flag_id} not found")
+    if flag.status != ModerationFlag.Status.OPEN:
+        raise FlagAlreadyResolved(f"Flag {flag_id} is already {flag.status} (by {flag.resolved_by or 'someone'})")
+    return flag_dict(flag)
+
+
+@idempotent(Operation.RESOLVE_FLAG)
+def resolve_flag(*, flag_id: int, status: str, actor: Any, channel: str, note: str | None = None) -> FlagDict:
+    """Close an open flag as ``actioned`` or ``dismissed``; a closed one is ``FlagAlreadyResolved``."""
+    acting, channel = _who(actor, channel)
+    text = _resolve_input(flag_id, status, note)
 
     def write() -> ModerationFlag:
         flag = ModerationFlag.objects.select_for_update().filter(pk=flag_id).first()
@@ -255,6 +322,47 @@ def open_flags_of(session_id: str, entry_ids: Sequence[str] | None = None) -> di
     for flag in flags.order_by("opened_at", "id"):
         found.setdefault(flag.entry_id, []).append(flag_dict(flag))
     return found
+
+
+FLAG_STATUSES = (ModerationFlag.Status.OPEN.value, *RESOLVED_STATUSES)
+
+
+def list_flags(
+    *,
+    status: str | None = ModerationFlag.Status.OPEN.value,
+    category: str | None = None,
+    source: str | None = None,
+    session_id: str | None = None,
+    limit: int = 100,
+) -> list[FlagDict]:
+    """Flags across sessions, oldest first (the queue's order); ``status=None``: any."""
+    if status is not None and status not in FLAG_STATUSES:
+        raise BadInput(f"A flag's status is one of {', '.join(FLAG_STATUSES)}, not {status!r}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise BadInput("limit is a positive integer")
+    flags = ModerationFlag.objects.all()
+    for field, value in (("status", status), ("category", category), ("source", source), ("session_id", session_id)):
+        if value is not None:
+            flags = flags.filter(**{field: value})
+    return [flag_dict(flag) for flag in flags.order_by("opened_at", "id")[:limit]]
+
+
+def flags_of_entry(session_id: str, entry_id: str) -> list[FlagDict]:
+    """Every flag of one entry, open or resolved, oldest first (the entry panel shows them)."""
+    flags = ModerationFlag.objects.filter(session_id=session_id, entry_id=entry_id)
+    return [flag_dict(flag) for flag in flags.order_by("opened_at", "id")]
+
+
+def open_flag_counts(session_id: str, entry_ids: Sequence[str]) -> dict[str, int]:
+    """How many open flags each of ``entry_ids`` has (those without: absent), in one query."""
+    if not entry_ids:
+        return {}
+    counts: dict[str, int] = {}
+    for entry_id in ModerationFlag.objects.filter(
+        session_id=session_id, status=ModerationFlag.Status.OPEN, entry_id__in=list(entry_ids)
+    ).values_list("entry_id", flat=True):
+        counts[entry_id] = counts.get(entry_id, 0) + 1
+    return counts
 
 
 # --- hide from the model ---------------------------------------------------------------------------
@@ -375,11 +483,17 @@ __all__ = [
     "NotAMessage",
     "NotHidden",
     "categories",
+    "check_flag",
+    "check_hide",
+    "check_resolve",
     "erase_entry",
     "flag_dict",
     "flag_entry",
+    "flags_of_entry",
     "hidden_on_path",
     "hide_entry",
+    "list_flags",
+    "open_flag_counts",
     "open_flags_of",
     "reindex_erased_entries",
     "resolve_flag",
