@@ -167,5 +167,12 @@ def describe_entry(entry: Entry) -> tuple[str, str]:
         return "custom", shorten(f"{entry.get('customType')} · {fields_text(custom_fields(entry))}")
     if entry_type == "custom_message":
         return "custom message", shorten(f"{entry.get('customType')}: {content_text(entry.get('content'))}")
+    if entry_type == "context_edit":
+        replacement = entry.get("replacement")
+        if not isinstance(replacement, dict):
+            return "context edit", f"{entry.get('targetId')} left out of the model's context"
+        return "context edit", shorten(
+            f"{entry.get('targetId')} → the model gets: {content_text(replacement.get('content'))}"
+        )
     extra = {key: value for key, value in entry.items() if key not in ("type", "id", "parentId", "timestamp")}
     return str(entry_type), shorten(to_json(extra))

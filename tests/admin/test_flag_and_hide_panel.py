@@ -109,6 +109,10 @@ def test_hide_and_unhide_from_the_panel_say_on_which_branches(branched):
     assert "[hidden: personal data]" in str(messages) and "off by one cent" not in str(messages)
     assert AuditRecord.objects.filter(operation="hide_entry", actor="mod", channel="admin").count() == 1
 
+    tree = moderator.get(tree_url(branched)).content.decode()
+    assert f"{target} → the model gets: [hidden: personal data]" in tree  # the edit reads as what it does
+    assert '"targetId"' not in tree
+
     html = panel(moderator, branched, target)
     # The demo's first user message leads to three branches; the edit holds on the active one only.
     assert "<strong>Hidden from the model</strong> on 1 of the 3 branches through it" in html
