@@ -50,6 +50,13 @@ def provider_of(row: AgentSession):
     return get_provider(row.provider)
 
 
+def login(user: User) -> Client:
+    """A test client signed in as ``user``."""
+    client = Client()
+    client.force_login(user)
+    return client
+
+
 def staff(username: str, *codenames: str) -> User:
     user = User.objects.create_user(username, password="pw", is_staff=True)
     user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))

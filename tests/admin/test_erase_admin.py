@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.messages import get_messages
-from django.test import Client
 from django.urls import reverse
 
 from sessiontree import services
@@ -17,7 +16,7 @@ from sessiontree.core.redaction import ERASED
 from sessiontree.models import AgentSession, AuditRecord, ModerationFlag
 from sessiontree.providers.factory import get_provider
 
-from .conftest import staff, tree_url
+from .conftest import login, staff, tree_url
 
 CARD = "4111 1111 1111 1111"
 WHO = {"actor": "builder", "channel": "internal"}
@@ -59,12 +58,6 @@ def carded(db, kind):
     )
     assert CARD in compaction["summary"]
     return AgentSession.objects.get(session_id=sid), secret, fork, compaction
-
-
-def login(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def erase_url(row, entry_id):

@@ -12,13 +12,7 @@ from django.test import Client
 from sessiontree import services
 from sessiontree.models import AgentSession, AuditRecord, ModerationFlag
 
-from .conftest import action_url, leaf_of, provider_of, staff, tree_url
-
-
-def login(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+from .conftest import action_url, leaf_of, login, provider_of, staff, tree_url
 
 
 def first_user_message(row: AgentSession) -> str:

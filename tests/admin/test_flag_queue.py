@@ -3,21 +3,14 @@ bulk actions through the operations layer, and who may do what."""
 
 from __future__ import annotations
 
-from django.test import Client
 from django.urls import reverse
 
 from sessiontree import services
 from sessiontree.models import AgentSession, AuditRecord, ModerationFlag
 
-from .conftest import provider_of, staff
+from .conftest import login, provider_of, staff
 
 QUEUE = "admin:sessiontree_moderationflag_changelist"
-
-
-def login(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def first_user_message(row: AgentSession) -> dict:

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-from django.test import Client
 from django.urls import reverse
 
 from sessiontree import services
 from sessiontree.models import AgentSession, AuditRecord, LegalHold
 
-from .conftest import staff
-
-
-def login(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+from .conftest import login, staff
 
 
 def test_place_and_release_a_hold_from_the_tree_page(branched):
