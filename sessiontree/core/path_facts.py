@@ -151,6 +151,12 @@ def context_path(leaf_id: str, leaf_facts: PathFacts, lookup: Lookup, segment: S
     entries = segment(leaf_id, top)
     if not entries or entries[-1].get("id") != leaf_id or len(entries) != leaf_facts.depth - top + 1:
         return None
+    # Rows changed behind the storage's back (a parent rewritten): the walk
+    # must still be a chain, from a true root when it starts at depth 0.
+    if top == 0 and entries[0].get("parentId") is not None:
+        return None
+    if any(entries[i + 1].get("parentId") != entries[i].get("id") for i in range(len(entries) - 1)):
+        return None
     if compaction_id is not None:
         if entries[compaction_depth - top].get("id") != compaction_id:
             return None
@@ -199,3 +205,26 @@ def walk_segment(
         out.append(entry_of(current))
     out.reverse()
     return out
+
+
+def context_path_in_memory(
+    leaf_id: str, facts_of: Callable[[str], PathFacts | None], by_id: Mapping[str, Entry]
+) -> list[Entry] | None:
+    """``context_path`` over an in-memory index: ``by_id`` (every entry by id)
+    and ``facts_of`` (an id's facts; ``None``: unknown, read the whole path)."""
+    leaf_facts = facts_of(leaf_id)
+    if leaf_facts is None:
+        return None
+
+    def lookup(ids: Collection[str]) -> dict[str, tuple[Entry, PathFacts]]:
+        found: dict[str, tuple[Entry, PathFacts]] = {}
+        for entry_id in ids:
+            entry, facts = by_id.get(entry_id), facts_of(entry_id)
+            if entry is not None and facts is not None:
+                found[entry_id] = (entry, facts)
+        return found
+
+    def segment(leaf: str, top: int) -> list[Entry]:
+        return walk_segment(leaf, leaf_facts.depth - top, lambda i: by_id[i].get("parentId"), by_id.__getitem__)
+
+    return context_path(leaf_id, leaf_facts, lookup, segment)
