@@ -4,6 +4,7 @@ whether they are exact, so the context at a leaf reads only the rows it
 needs. Existing rows are filled from their session's entries in append
 order, one session at a time."""
 
+from importlib import import_module
 from typing import Any
 
 from django.db import migrations, models
@@ -11,6 +12,13 @@ from django.db import migrations, models
 from sessiontree.core.path_facts import facts_in_order
 
 BATCH = 1000
+# They hold ids, compared with entry_id: byte for byte as every id column (0008).
+EXACT_COLUMNS = {"AgentSessionEntry": ("path_compaction_id", "path_model_id", "path_thinking_id")}
+_exact_ids = import_module("sessiontree.migrations.0008_exact_ids")
+
+
+def exact_ids(apps: Any, schema_editor: Any) -> None:
+    _exact_ids.set_collations(apps, schema_editor, exact=True, columns_of=EXACT_COLUMNS)
 
 
 def _entry(entry_id: str, parent_id: Any, kind: str, message: Any, thinking_level: Any, extra: Any) -> dict[str, Any]:
@@ -55,6 +63,8 @@ def fill_facts(apps: Any, schema_editor: Any) -> None:
 
 
 class Migration(migrations.Migration):
+    atomic = False
+
     dependencies = [("sessiontree", "0017_merge_search_index_and_lineage")]
 
     operations = [
@@ -78,5 +88,6 @@ class Migration(migrations.Migration):
             name="path_exact",
             field=models.BooleanField(db_default=False, default=False),
         ),
+        migrations.RunPython(exact_ids, migrations.RunPython.noop, atomic=False, elidable=False),
         migrations.RunPython(fill_facts, migrations.RunPython.noop),
     ]
