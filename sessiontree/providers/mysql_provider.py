@@ -313,19 +313,28 @@ def _entries_at(session_key: str, seqs: list[int]) -> dict[int, Entry]:
         for chunk in rows.chunks(terms):
             singles = [low for low, high in chunk if low == high]
             ranges = [(low, high) for low, high in chunk if low != high]
-            where = ["entry_seq BETWEEN %s AND %s" for _ in ranges]
-            params: list[Any] = [session_key, *(bound for pair in ranges for bound in pair)]
-            if singles:
-                where.append(f"entry_seq IN ({rows.in_list(len(singles))})")
-                params += singles
-            cursor.execute(
-                f"SELECT entry_seq, {rows.PAYLOAD_SQL} FROM {rows.TABLE} "
-                f"WHERE {rows.SESSION_COLUMN} = %s AND ({' OR '.join(where)})",
-                params,
-            )
-            for row in cursor.fetchall():
-                found[row[0]] = rows.decode_row(row[1:])
+            # SQLite refuses an expression deeper than 1,000 (a chain of ORs):
+            # at most RANGES_PER_QUERY ranges a statement.
+            for start in range(0, max(len(ranges), 1), RANGES_PER_QUERY):
+                part = ranges[start : start + RANGES_PER_QUERY]
+                where = ["entry_seq BETWEEN %s AND %s" for _ in part]
+                params: list[Any] = [session_key, *(bound for pair in part for bound in pair)]
+                if singles and start == 0:
+                    where.append(f"entry_seq IN ({rows.in_list(len(singles))})")
+                    params += singles
+                if not where:
+                    continue
+                cursor.execute(
+                    f"SELECT entry_seq, {rows.PAYLOAD_SQL} FROM {rows.TABLE} "
+                    f"WHERE {rows.SESSION_COLUMN} = %s AND ({' OR '.join(where)})",
+                    params,
+                )
+                for row in cursor.fetchall():
+                    found[row[0]] = rows.decode_row(row[1:])
     return found
+
+
+RANGES_PER_QUERY = 500
 
 
 # Up to this many entries are read by id; more (a long path) by entry_seq ranges.
