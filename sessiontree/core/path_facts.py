@@ -31,15 +31,15 @@ them into exactly what ``build_context_from_path`` gives for the whole path.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .context_builder import build_context_from_path
 from .types import Entry, SessionContext
 
 
-@dataclass(frozen=True, slots=True)
-class PathFacts:
+class PathFacts(NamedTuple):
+    """One entry's facts (a tuple: cheap to build for every entry of a file)."""
+
     depth: int
     compaction_id: str | None
     model_id: str | None
@@ -89,13 +89,34 @@ def facts_for(entry: Mapping[str, Any], parent: PathFacts | None, *, parent_know
     )
 
 
+_new_facts = tuple.__new__
+
+
 def child_facts(entry: Mapping[str, Any], facts_of: Mapping[str, PathFacts]) -> PathFacts:
-    """``facts_for`` with the parent looked up in ``facts_of`` (the entries known so far)."""
+    """``facts_for`` with the parent looked up in ``facts_of`` (the entries
+    known so far). The common case (a known parent; an entry that is not a
+    compaction and sets nothing) is written out: this runs for every entry
+    of a file as it is indexed."""
     parent_id = entry.get("parentId")
     if parent_id is None:
         return facts_for(entry, None, parent_known=True)
     parent = facts_of.get(parent_id) if isinstance(parent_id, str) else None
-    return facts_for(entry, parent, parent_known=parent is not None)
+    entry_id = entry.get("id")
+    if parent is None or not isinstance(entry_id, str):
+        return facts_for(entry, parent, parent_known=parent is not None)
+    depth, compaction_id, model_id, thinking_id, exact = parent
+    entry_type = entry.get("type")
+    if entry_type == "message":
+        message = entry.get("message")
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            model_id = entry_id
+    elif entry_type == "compaction":
+        compaction_id = entry_id
+    elif entry_type == "model_change":
+        model_id = entry_id
+    elif entry_type == "thinking_level_change" and "thinkingLevel" in entry:
+        thinking_id = entry_id
+    return _new_facts(PathFacts, (depth + 1, compaction_id, model_id, thinking_id, exact))
 
 
 def facts_in_order(entries: Sequence[Entry]) -> list[PathFacts]:
