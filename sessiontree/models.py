@@ -174,6 +174,15 @@ class AgentSessionEntry(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETED)
     extra = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Facts about the root→entry path, fixed when the entry is stored
+    # (core/path_facts.py; ``depth`` is one): the nearest compaction, the
+    # nearest entries that set the model and the thinking level, and whether
+    # the facts are exact (a row written without them is not: its reads walk
+    # the whole path).
+    path_compaction_id = models.CharField(max_length=64, null=True, blank=True)
+    path_model_id = models.CharField(max_length=64, null=True, blank=True)
+    path_thinking_id = models.CharField(max_length=64, null=True, blank=True)
+    path_exact = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         db_table = "neta_agent_session_entry"

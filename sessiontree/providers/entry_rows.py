@@ -25,6 +25,7 @@ from django.db import connection, models
 from django.utils import timezone
 
 from sessiontree.core.errors import InvalidEntry
+from sessiontree.core.path_facts import PathFacts, sets_model, sets_thinking
 from sessiontree.core.types import Entry
 from sessiontree.models import AgentSessionEntry
 
@@ -230,10 +231,35 @@ SESSION_COLUMN = quote(AgentSessionEntry._meta.get_field("session").column)
 PAYLOAD_SQL = ", ".join(quote(name) for name in (*PAYLOAD_COLUMN_NAMES, "extra"))
 
 SELECT_PAYLOAD = f"SELECT {PAYLOAD_SQL} FROM {TABLE}"
-INSERT_COLUMN_NAMES: tuple[str, ...] = ("entry_seq", "depth", "status", "created_at", *PAYLOAD_COLUMN_NAMES, "extra")
-INSERT_SQL = (
-    f"INSERT INTO {TABLE} ({SESSION_COLUMN}, {', '.join(quote(n) for n in INSERT_COLUMN_NAMES)}) "
-    f"VALUES ({', '.join(['%s'] * (len(INSERT_COLUMN_NAMES) + 1))})"
+# The path facts of a row (core/path_facts.py; ``depth`` is the first of them).
+FACT_COLUMN_NAMES: tuple[str, ...] = ("path_compaction_id", "path_model_id", "path_thinking_id", "path_exact")
+SELECT_FACTS = ", ".join(quote(name) for name in ("entry_id", "depth", *FACT_COLUMN_NAMES))
+INSERT_COLUMN_NAMES: tuple[str, ...] = (
+    "entry_seq",
+    "depth",
+    *FACT_COLUMN_NAMES,
+    "status",
+    "created_at",
+    *PAYLOAD_COLUMN_NAMES,
+    "extra",
+)
+_INSERT_INTO = f"INSERT INTO {TABLE} ({SESSION_COLUMN}, {', '.join(quote(n) for n in INSERT_COLUMN_NAMES)}) "
+INSERT_SQL = f"{_INSERT_INTO}VALUES ({', '.join(['%s'] * (len(INSERT_COLUMN_NAMES) + 1))})"
+# An append: the row's path facts come from its parent's row in the same
+# statement (the entry's own part is given: its id where it is a
+# compaction, sets the model or the thinking level; else the parent's).
+APPEND_SQL = (
+    f"{_INSERT_INTO}SELECT %s, %s, %s, COALESCE(%s, p.{quote('path_compaction_id')}), "
+    f"COALESCE(%s, p.{quote('path_model_id')}), COALESCE(%s, p.{quote('path_thinking_id')}), "
+    f"CASE WHEN %s THEN %s ELSE COALESCE(p.{quote('path_exact')}, %s) END, "
+    f"{', '.join(['%s'] * (len(INSERT_COLUMN_NAMES) - 6))} "
+    f"FROM (SELECT 1 AS one) o LEFT JOIN {TABLE} p "
+    f"ON p.{SESSION_COLUMN} = %s AND p.{quote('entry_id')} = %s"
+)
+# The facts of a completed streaming entry (its kind may have changed while it streamed).
+UPDATE_FACTS_SQL = (
+    f"UPDATE {TABLE} SET {', '.join(f'{quote(n)} = %s' for n in FACT_COLUMN_NAMES)} "
+    f"WHERE {SESSION_COLUMN} = %s AND {quote('entry_id')} = %s"
 )
 _UPDATE_COLUMN_NAMES: tuple[str, ...] = (*PAYLOAD_COLUMN_NAMES, "extra", "status")
 # The only UPDATE of an entry: its WHERE clause refuses completed rows.
@@ -253,10 +279,53 @@ ERASE_SQL = (
 _payload_values = itemgetter(*PAYLOAD_COLUMN_NAMES, "extra")
 
 
+def fact_values(facts: PathFacts) -> tuple[Any, ...]:
+    """``FACT_COLUMN_NAMES``' values of a row with ``facts``."""
+    return facts.compaction_id, facts.model_id, facts.thinking_id, facts.exact
+
+
+def row_facts(row: Sequence[Any]) -> tuple[str, PathFacts]:
+    """(entry id, facts) of a row selected with ``SELECT_FACTS``."""
+    return row[0], PathFacts(row[1], row[2], row[3], row[4], bool(row[5]))
+
+
 def insert_params(
+    session_key: str, entry: Entry, *, entry_seq: int, facts: PathFacts, status: str, created_at: Any
+) -> list[Any]:
+    return [
+        session_key,
+        entry_seq,
+        facts.depth,
+        *fact_values(facts),
+        status,
+        created_at,
+        *_payload_values(encode_entry(entry)),
+    ]
+
+
+def append_params(
     session_key: str, entry: Entry, *, entry_seq: int, depth: int, status: str, created_at: Any
 ) -> list[Any]:
-    return [session_key, entry_seq, depth, status, created_at, *_payload_values(encode_entry(entry))]
+    """``APPEND_SQL``'s parameters: ``entry`` hangs from its ``parentId`` (the
+    leaf, or ``None``), whose row gives the facts the entry does not set."""
+    entry_id = entry["id"]
+    parent_id = entry.get("parentId")
+    return [
+        session_key,
+        entry_seq,
+        depth,
+        entry_id if entry.get("type") == "compaction" else None,
+        entry_id if sets_model(entry) else None,
+        entry_id if sets_thinking(entry) else None,
+        parent_id is None,
+        True,
+        False,
+        status,
+        created_at,
+        *_payload_values(encode_entry(entry)),
+        session_key,
+        parent_id,
+    ]
 
 
 # A multi-row INSERT stays below this many bytes (MariaDB's packet limit is 16 MiB by default).
@@ -412,7 +481,13 @@ def insert_statements(rows_params: Sequence[Sequence[Any]]) -> list[bytes] | Non
 
 
 def encoded_insert_statements(
-    session_key: str, *, first_seq: int, depths: Sequence[int], status: str, created_at: Any, payloads: Sequence[bytes]
+    session_key: str,
+    *,
+    first_seq: int,
+    facts: Sequence[PathFacts],
+    status: str,
+    created_at: Any,
+    payloads: Sequence[bytes],
 ) -> list[bytes] | None:
     """``insert_statements`` of rows whose payloads are ``payload_literals``
     already: only the leading values are added (``None`` off MySQL/MariaDB)."""
@@ -425,7 +500,11 @@ def encoded_insert_statements(
     except _NotInlinable:  # pragma: no cover - the key and db_now() are text on MySQL
         return None
     return _packed(
-        [b"(%b,%d,%d%b%b)" % (key, first_seq + i, depth, lead, payloads[i]) for i, depth in enumerate(depths)]
+        [
+            b"(%b,%d,%d,%b%b%b)"
+            % (key, first_seq + i, fact.depth, _row_literal(fact_values(fact), literal), lead, payloads[i])
+            for i, fact in enumerate(facts)
+        ]
     )
 
 

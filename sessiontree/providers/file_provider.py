@@ -65,6 +65,7 @@ from sessiontree.core.errors import (
 )
 from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import EntryParents, TreeStats, tree_stats
+from sessiontree.core.path_facts import PathFacts, child_facts, context_path_in_memory
 from sessiontree.core.pi_session_file import append_lines, migrate_to_current_version, serialize_file, serialize_line
 from sessiontree.core.session_reader import (
     BLANK,
@@ -119,6 +120,8 @@ class FileIndex:
     with_children: set[str] = field(default_factory=set)
     compactions: int = 0
     first_root: str | None = None
+    # Each entry's path facts (core/path_facts.py), computed as entries arrive.
+    facts: dict[str, PathFacts] = field(default_factory=dict)
 
     def extend(self, entries: list[Entry]) -> None:
         """Add entries read or written after the ones known, all or none: a
@@ -143,6 +146,7 @@ class FileIndex:
                 self.compactions += 1
             self.entries.append(entry)
             self.by_id[entry_id] = entry
+            self.facts[entry_id] = child_facts(entry, self.facts)
 
     @property
     def stats(self) -> TreeStats:
@@ -335,6 +339,15 @@ class FileView:
 
     def get(self, entry_id: str) -> Entry | None:
         return self._by_id().get(entry_id)
+
+    def context_entries(self, leaf_entry_id: str) -> list[Entry] | None:
+        """The entries the context at ``leaf_entry_id`` needs, from the index's path facts."""
+        return context_path_in_memory(leaf_entry_id, self._facts_of, self._by_id())
+
+    def _facts_of(self, entry_id: str) -> PathFacts | None:
+        if self.in_flight_entry is not None and entry_id == self.in_flight_entry["id"]:
+            return child_facts(self.in_flight_entry, self.index.facts)
+        return self.index.facts.get(entry_id)
 
     def known_ids(self, named: Collection[str]) -> Mapping[str, Any]:
         return self._by_id()

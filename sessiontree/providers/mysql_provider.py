@@ -41,6 +41,7 @@ from sessiontree.core.entries import MAX_ENTRY_ID_LENGTH, first_message_preview
 from sessiontree.core.errors import EntryNotFound, ImmutableEntry, InvalidEntry
 from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import TreeStats, entry_depths, tree_stats
+from sessiontree.core.path_facts import PathFacts, context_path, facts_for, facts_in_order
 from sessiontree.core.pi_session_file import gc_paused, new_session_header, serialize_line
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts
@@ -249,15 +250,15 @@ def _insert(
     entries: list[Entry],
     *,
     first_seq: int,
-    depths: list[int],
+    facts: list[PathFacts],
     status: str,
     payloads: list[bytes] | None = None,
 ) -> None:
-    """INSERT ``entries``; ``payloads``: their ``rows.payload_literals``, encoded ahead."""
+    """INSERT ``entries`` with their path ``facts``; ``payloads``: their ``rows.payload_literals``, encoded ahead."""
     now = rows.db_now()
     if payloads is not None and len(entries) > 1:
         statements = rows.encoded_insert_statements(
-            session_key, first_seq=first_seq, depths=depths, status=status, created_at=now, payloads=payloads
+            session_key, first_seq=first_seq, facts=facts, status=status, created_at=now, payloads=payloads
         )
         if statements is not None:
             with connection.cursor() as cursor:
@@ -265,7 +266,7 @@ def _insert(
                     cursor.execute(statement)  # type: ignore[arg-type]  # bytes: values already escaped
             return
     params = [
-        rows.insert_params(session_key, entry, entry_seq=first_seq + i, depth=depths[i], status=status, created_at=now)
+        rows.insert_params(session_key, entry, entry_seq=first_seq + i, facts=facts[i], status=status, created_at=now)
         for i, entry in enumerate(entries)
     ]
     with connection.cursor() as cursor:
@@ -279,6 +280,15 @@ def _insert(
             return
         for chunk in rows.chunks(params):
             cursor.executemany(rows.INSERT_SQL, chunk)
+
+
+def _append(session_key: str, entry: Entry, *, entry_seq: int, depth: int, status: str) -> None:
+    """INSERT one entry below its parent's row, which gives it its path facts (one statement)."""
+    params = rows.append_params(
+        session_key, entry, entry_seq=entry_seq, depth=depth, status=status, created_at=rows.db_now()
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(rows.APPEND_SQL, params)
 
 
 def _select_entries(session_key: str, where: str = "", params: Iterable[Any] = ()) -> list[Entry]:
@@ -303,19 +313,28 @@ def _entries_at(session_key: str, seqs: list[int]) -> dict[int, Entry]:
         for chunk in rows.chunks(terms):
             singles = [low for low, high in chunk if low == high]
             ranges = [(low, high) for low, high in chunk if low != high]
-            where = ["entry_seq BETWEEN %s AND %s" for _ in ranges]
-            params: list[Any] = [session_key, *(bound for pair in ranges for bound in pair)]
-            if singles:
-                where.append(f"entry_seq IN ({rows.in_list(len(singles))})")
-                params += singles
-            cursor.execute(
-                f"SELECT entry_seq, {rows.PAYLOAD_SQL} FROM {rows.TABLE} "
-                f"WHERE {rows.SESSION_COLUMN} = %s AND ({' OR '.join(where)})",
-                params,
-            )
-            for row in cursor.fetchall():
-                found[row[0]] = rows.decode_row(row[1:])
+            # SQLite refuses an expression deeper than 1,000 (a chain of ORs):
+            # at most RANGES_PER_QUERY ranges a statement.
+            for start in range(0, max(len(ranges), 1), RANGES_PER_QUERY):
+                part = ranges[start : start + RANGES_PER_QUERY]
+                where = ["entry_seq BETWEEN %s AND %s" for _ in part]
+                params: list[Any] = [session_key, *(bound for pair in part for bound in pair)]
+                if singles and start == 0:
+                    where.append(f"entry_seq IN ({rows.in_list(len(singles))})")
+                    params += singles
+                if not where:
+                    continue
+                cursor.execute(
+                    f"SELECT entry_seq, {rows.PAYLOAD_SQL} FROM {rows.TABLE} "
+                    f"WHERE {rows.SESSION_COLUMN} = %s AND ({' OR '.join(where)})",
+                    params,
+                )
+                for row in cursor.fetchall():
+                    found[row[0]] = rows.decode_row(row[1:])
     return found
+
+
+RANGES_PER_QUERY = 500
 
 
 # Up to this many entries are read by id; more (a long path) by entry_seq ranges.
@@ -369,6 +388,96 @@ def _skeleton(session_key: str) -> tuple[dict[str, str | None], dict[str, int]]:
             parents[entry_id] = parent_id
             seqs[entry_id] = seq
     return parents, seqs
+
+
+# The leaf's path from the ancestor at a depth down (root first): one walk by
+# parent over the unique (session, entry_id) index, bounded by depth.
+_SEGMENT_SQL = (
+    f"WITH RECURSIVE seg (eid, pid, d) AS ("
+    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, {_S('depth')} FROM {rows.TABLE} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
+    f"UNION ALL SELECT p.{_S('entry_id')}, p.{_S('parent_entry_id')}, p.{_S('depth')} FROM seg "
+    f"JOIN {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = seg.pid AND p.{_S('depth')} < seg.d "
+    f"WHERE seg.d > %s) "
+    f"SELECT {rows.PAYLOAD_SQL} FROM seg JOIN {rows.TABLE} t ON t.{rows.SESSION_COLUMN} = %s "
+    f"AND t.{_S('entry_id')} = seg.eid ORDER BY seg.d"
+)
+_FACTS_SQL = f"SELECT {rows.SELECT_FACTS}, {_S('status')}, {rows.PAYLOAD_SQL} FROM {rows.TABLE}"
+_FACTS_WIDTH = 7  # entry_id, depth, the four facts, status
+
+
+def _qualified_facts_sql(alias: str) -> str:
+    names = ("entry_id", "depth", *rows.FACT_COLUMN_NAMES, "status", *rows.PAYLOAD_COLUMN_NAMES, "extra")
+    return ", ".join(f"{alias}.{_S(name)}" for name in names)
+
+
+def _leaf_named(column: str, alias: str = "x") -> str:
+    """Rows the leaf ``l``'s fact ``column`` names, joined by key."""
+    return (
+        f"SELECT {_qualified_facts_sql(alias)} FROM {rows.TABLE} l JOIN {rows.TABLE} {alias} "
+        f"ON {alias}.{rows.SESSION_COLUMN} = l.{rows.SESSION_COLUMN} AND {alias}.{_S('entry_id')} = l.{_S(column)} "
+        f"WHERE l.{rows.SESSION_COLUMN} = %s AND l.{_S('entry_id')} = %s"
+    )
+
+
+# What the context at a leaf starts from, in one statement of index lookups:
+# the leaf, its nearest compaction, model and thinking entries, and the
+# compaction's first kept entry (each with its facts).
+_CONTEXT_HEADS_SQL = " UNION ALL ".join(
+    [
+        f"SELECT {_qualified_facts_sql('x')} FROM {rows.TABLE} x "
+        f"WHERE x.{rows.SESSION_COLUMN} = %s AND x.{_S('entry_id')} = %s",
+        _leaf_named("path_compaction_id"),
+        _leaf_named("path_model_id"),
+        _leaf_named("path_thinking_id"),
+        f"SELECT {_qualified_facts_sql('x')} FROM {rows.TABLE} l JOIN {rows.TABLE} c "
+        f"ON c.{rows.SESSION_COLUMN} = l.{rows.SESSION_COLUMN} AND c.{_S('entry_id')} = l.{_S('path_compaction_id')} "
+        f"JOIN {rows.TABLE} x ON x.{rows.SESSION_COLUMN} = c.{rows.SESSION_COLUMN} "
+        f"AND x.{_S('entry_id')} = c.{_S('first_kept_entry_id')} "
+        f"WHERE l.{rows.SESSION_COLUMN} = %s AND l.{_S('entry_id')} = %s",
+    ]
+)
+
+
+def _decoded_facts(fetched: Iterable[Sequence[Any]]) -> dict[str, tuple[Entry, PathFacts, str]]:
+    return {i: (rows.decode_row(row), facts, status) for i, (row, facts, status) in _raw_facts(fetched).items()}
+
+
+def _raw_facts(fetched: Iterable[Sequence[Any]]) -> dict[str, tuple[Sequence[Any], PathFacts, str]]:
+    """id → (payload columns, facts, status) of rows selected with the facts first."""
+    found: dict[str, tuple[Sequence[Any], PathFacts, str]] = {}
+    for row in fetched:
+        entry_id, facts = rows.row_facts(row)
+        if entry_id not in found:
+            found[entry_id] = (row[_FACTS_WIDTH:], facts, row[_FACTS_WIDTH - 1])
+    return found
+
+
+def _context_heads(session_key: str, leaf_entry_id: str) -> dict[str, tuple[Sequence[Any], PathFacts, str]]:
+    """``_CONTEXT_HEADS_SQL``: id → (payload columns, facts, status) of the
+    leaf and the entries its facts name (decoded only when used)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_CONTEXT_HEADS_SQL, [session_key, leaf_entry_id] * 5)
+        return _raw_facts(cursor.fetchall())
+
+
+def _facts_and_entries(session_key: str, ids: Collection[str]) -> dict[str, tuple[Entry, PathFacts, str]]:
+    """id → (entry, path facts, status) of the ``ids`` that name rows (one query by key)."""
+    wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+    if not wanted:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"{_FACTS_SQL} WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} IN ({rows.in_list(len(wanted))})",
+            [session_key, *wanted],
+        )
+        return _decoded_facts(cursor.fetchall())
+
+
+def _segment(session_key: str, leaf_entry_id: str, top: int) -> list[Entry]:
+    with connection.cursor() as cursor, gc_paused():
+        cursor.execute(_SEGMENT_SQL, [session_key, leaf_entry_id, session_key, top, session_key])
+        return rows.decode_rows(cursor.fetchall())
 
 
 class MySQLView:
@@ -437,6 +546,23 @@ class MySQLView:
     def known_ids(self, named: Collection[str]) -> Mapping[str, Any]:
         return StoredIds(self.state.session_id, named)
 
+    def context_entries(self, leaf_entry_id: str) -> list[Entry] | None:
+        """The entries the context at ``leaf_entry_id`` needs, read by key from
+        the rows' path facts: a fixed number of queries at any size. ``None``
+        (the whole path is read instead) for a streaming leaf or facts that
+        cannot say."""
+        key = self.state.session_id
+        heads = _context_heads(key, leaf_entry_id)
+        leaf = heads.get(leaf_entry_id)
+        if leaf is None or leaf[2] != COMPLETED:
+            return None
+
+        def lookup(ids: Collection[str]) -> dict[str, tuple[Entry, PathFacts]]:
+            # The heads hold every stored entry the leaf's facts can name.
+            return {i: (rows.decode_row(heads[i][0]), heads[i][1]) for i in ids if i in heads}
+
+        return context_path(leaf_entry_id, leaf[1], lookup, lambda leaf_id, top: _segment(key, leaf_id, top))
+
 
 class MySQLWrite(MySQLView):
     """One session locked (its row, ``FOR UPDATE``) for this transaction."""
@@ -454,7 +580,7 @@ class MySQLWrite(MySQLView):
         depth = 0 if leaf.depth is None else leaf.depth + 1
         for _ in range(ID_ATTEMPTS):
             try:
-                _insert(state.session_id, [entry], first_seq=state.entry_count + 1, depths=[depth], status=status)
+                _append(state.session_id, entry, entry_seq=state.entry_count + 1, depth=depth, status=status)
                 break
             except IntegrityError:
                 # The one expected cause: a generated id already in use.
@@ -504,12 +630,23 @@ class MySQLWrite(MySQLView):
                     f"Entry {entry['id']} of session {state.session_id} is completed and cannot change"
                 )
         if complete:
+            self._store_facts(entry)
             state.in_flight_entry_id = None
             self.leaf.status = COMPLETED
             # A streaming root becomes the session's root when it is completed.
             if entry.get("parentId") is None and state.root_entry_id is None:
                 state.root_entry_id = entry["id"]
             self.changed = True
+
+    def _store_facts(self, entry: Entry) -> None:
+        """A completed streaming entry's path facts, from its parent's row (the
+        entry's kind may have changed while it streamed)."""
+        key = self.state.session_id
+        parent_id = entry.get("parentId")
+        parent = _facts_and_entries(key, [parent_id]).get(parent_id) if isinstance(parent_id, str) else None
+        facts = facts_for(entry, parent[1] if parent else None, parent_known=parent_id is None or parent is not None)
+        with connection.cursor() as cursor:
+            cursor.execute(rows.UPDATE_FACTS_SQL, [*rows.fact_values(facts), key, entry["id"]])
 
     def discard_in_flight(self) -> Entry:
         """Delete the streaming row and undo what ``_insert_one`` counted for it."""
@@ -575,7 +712,7 @@ class _Encoded:
 
     stats: TreeStats
     depths: dict[str, int]
-    row_depths: list[int]  # each entry's, in order
+    row_facts: list[PathFacts]  # each entry's path facts, in order
     payloads: list[bytes] | None  # rows.payload_literals (None: not on MySQL/MariaDB)
 
 
@@ -622,10 +759,10 @@ class MySQLStorage:
     ) -> SessionTreeSession:
         ahead = entries.encoded if isinstance(entries, CheckedCopies) and entries.kind == KIND else None
         if isinstance(ahead, _Encoded):
-            stats, depths, row_depths, payloads = ahead.stats, ahead.depths, ahead.row_depths, ahead.payloads
+            stats, depths, row_facts, payloads = ahead.stats, ahead.depths, ahead.row_facts, ahead.payloads
         else:
             stats, depths = tree_stats(entries), entry_depths(entries)
-            row_depths, payloads = [depths[e["id"]] for e in entries], None
+            row_facts, payloads = facts_in_order(entries), None
         leaf = entries[-1]["id"] if entries else None
 
         def work() -> SessionTreeSession:
@@ -640,7 +777,7 @@ class MySQLStorage:
                 **row_fields,
             )
             if entries:
-                _insert(row.session_id, entries, first_seq=1, depths=row_depths, status=COMPLETED, payloads=payloads)
+                _insert(row.session_id, entries, first_seq=1, facts=row_facts, status=COMPLETED, payloads=payloads)
             session = meta.to_session_dict(row)
             if before_commit is not None:
                 before_commit(session)
@@ -763,7 +900,5 @@ class MySQLSessionTreeProvider(TreeProvider):
         """Checked, and encoded as the SQL literals of their rows (MySQL/MariaDB only)."""
         copied = super().prepare_copies(entries)
         depths = entry_depths(copied)
-        copied.encoded = _Encoded(
-            tree_stats(copied), depths, [depths[e["id"]] for e in copied], rows.payload_literals(copied)
-        )
+        copied.encoded = _Encoded(tree_stats(copied), depths, facts_in_order(copied), rows.payload_literals(copied))
         return copied

@@ -191,6 +191,12 @@ class StoredView(Protocol):
 
     def get(self, entry_id: str) -> Entry | None: ...
 
+    # Optional: ``context_entries(leaf_entry_id) -> list[Entry] | None``, the
+    # entries the context at a leaf is built from, read by key from the
+    # storage's path facts (``core/path_facts.context_path``); ``None`` when
+    # the facts cannot say. A storage without it gets the generic default
+    # (``template.context_entries``: the whole root→leaf path).
+
     def known_ids(self, named: Collection[str]) -> Mapping[str, Any]:
         """A mapping that answers ``id in …`` for the session's ids: at least
         the ``named`` ones cheaply (validation asks only about those)."""

@@ -29,7 +29,6 @@ import orjson
 from django.conf import settings
 
 from sessiontree.core import entries as build
-from sessiontree.core.context_builder import build_context_from_path
 from sessiontree.core.entries import (
     DEFAULT_MAX_ENTRY_BYTES,
     DEFAULT_MAX_ENTRY_DEPTH,
@@ -54,6 +53,7 @@ from sessiontree.core.errors import (
 from sessiontree.core.fork import build_branched_entries
 from sessiontree.core.ids import new_session_id
 from sessiontree.core.path import resolve_latest_labels, walk_path
+from sessiontree.core.path_facts import build_context_from_segment
 from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_session_header, serialize_line
 from sessiontree.core.snapshot import build_snapshot
 from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot, SessionTreeSession, Unset
@@ -341,6 +341,21 @@ def read_path(view: StoredView, leaf_entry_id: str | None) -> list[Entry]:
     return view.entries(ids)
 
 
+def context_entries(view: StoredView, leaf_entry_id: str | None) -> list[Entry]:
+    """What the context at ``leaf_entry_id`` is built from
+    (``build_context_from_segment``): the storage's ``context_entries`` when
+    it keeps path facts (``core/path_facts.py``) and they can say, else the
+    whole root→leaf path (the generic default, for every storage)."""
+    if leaf_entry_id is None:
+        return []
+    from_facts = getattr(view, "context_entries", None)
+    if from_facts is not None and isinstance(leaf_entry_id, str):
+        found: list[Entry] | None = from_facts(leaf_entry_id)
+        if found is not None:
+            return found
+    return read_path(view, leaf_entry_id)
+
+
 def fork_copies(view: StoredView, leaf_entry_id: str | None) -> list[Entry]:
     """What a fork at ``leaf_entry_id`` holds, read from ``view``: the
     root→leaf path without label entries, plus fresh labels for it."""
@@ -562,8 +577,10 @@ class TreeProvider(meta.SessionMetaMethods, OneStepWrites):
             return read_path(view, leaf)
 
     def build_context(self, session_id: str, leaf_entry_id: str | None | Unset = UNSET) -> SessionContext:
-        with gc_paused():
-            return build_context_from_path(self.get_active_path(session_id, leaf_entry_id))
+        """Built from the entries the context needs (``context_entries``), not the whole path."""
+        with self.storage.read(session_id) as view, gc_paused():
+            leaf = view.state.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
+            return build_context_from_segment(context_entries(view, leaf))
 
     def get_snapshot(self, session_id: str) -> SessionSnapshot:
         with self.storage.read(session_id) as view, gc_paused():
@@ -641,6 +658,7 @@ __all__ = [
     "InvalidEntry",
     "SessionWriter",
     "TreeProvider",
+    "context_entries",
     "encode_checked",
     "entry_limits",
     "fork_copies",

@@ -6,6 +6,9 @@ from __future__ import annotations
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from sessiontree.providers.factory import get_provider_for_session
+from tests.providers.test_history_reads import long_session
+
 from .conftest import Api
 from .roleplay_story import ApiStory, add, review
 
@@ -132,3 +135,32 @@ def test_writes_cost_a_fixed_number_of_statements(api, kind):
     small = writes()
     grow(api, sid, 60)
     assert writes() == small == WRITE_QUERIES[kind]
+
+
+def test_context_and_entry_endpoints_do_not_grow_with_a_compacted_history(api, kind):
+    """Issue 23: the context at the leaf (a compaction every 400 entries) and
+    one entry cost the same statements at 50 and at 2,000 entries."""
+    counts = []
+    for size in (50, 2000):
+        sid = api.create_session(kind)["session_id"]
+        provider = get_provider_for_session(sid)
+
+        entries = long_session(size)
+
+        def fill(writer, entries=entries):
+            for entry in entries:
+                if entry["parentId"] != writer.leaf_entry_id:
+                    writer.switch_leaf(entry["parentId"])
+                writer.append({k: v for k, v in entry.items() if k != "parentId"})
+
+        provider.transact(sid, fill)
+        leaf = provider.get_session(sid)["leaf_entry_id"]
+        context = api.get(f"/api/sessions/{sid}/context/")
+        assert context["messages"]
+        counts.append(
+            (
+                count_queries(api, f"/api/sessions/{sid}/context/"),
+                count_queries(api, f"/api/sessions/{sid}/entries/{leaf}/"),
+            )
+        )
+    assert counts[0] == counts[1], counts

@@ -568,3 +568,21 @@ def test_a_leaf_moved_outside_the_storage_is_read_from_its_row(provider):
     assert provider.get_session("s1")["branch_count"] == 2  # b had a child already
     assert_leaf_cache_is_true("s1")
     assert a["parentId"] is None
+
+
+def test_a_path_of_many_separate_runs_is_read_on_every_database(provider):
+    """A long path broken into more than 1,000 runs of entry_seq (a side entry
+    after every second path entry) is read in full: SQLite refused the one
+    statement of 1,000 ORed ranges ("Expression tree is too large")."""
+    entries = []
+    parent = None
+    for i in range(1200):
+        for half in ("a", "b"):
+            entry_id = f"{half}{i:07d}"
+            entries.append({"type": "message", "id": entry_id, "parentId": parent, "message": user(entry_id)})
+            parent = entry_id
+        entries.append({"type": "message", "id": f"s{i:07d}", "parentId": parent, "message": user("side")})
+    provider.create_session(session_id="runs", entries=entries)
+    provider.switch_leaf("runs", parent)
+    path = provider.get_active_path("runs")
+    assert len(path) == 2400 and path[-1]["id"] == parent
