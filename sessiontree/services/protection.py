@@ -37,6 +37,7 @@ from .audit import Actor, check_channel, record
 from .holds import _iso, held_session_ids, hold_of
 from .idempotency import idempotent
 from .operations import Operation
+from .user_erasure import UserNotFound, erase_user_data
 
 MAX_REASON = 2000
 RETENTION_BATCH = 200
@@ -45,6 +46,16 @@ SKIP_HOLD = "legal_hold"
 SKIP_OPEN_FLAGS = "open_flags"
 SKIP_YOUNG_FORK = "fork_inside_its_period"
 SKIP_REASONS = (SKIP_HOLD, SKIP_OPEN_FLAGS, SKIP_YOUNG_FORK)
+
+__all__ = [
+    "HoldExists",
+    "NotOnHold",
+    "UserNotFound",
+    "apply_retention",
+    "erase_user_data",
+    "place_hold",
+    "release_hold",
+]
 
 
 class HoldExists(SessionTreeError):
