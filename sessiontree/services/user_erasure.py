@@ -29,7 +29,7 @@ again finishes it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,7 @@ from . import erasure, sessions
 from .audit import Actor, who
 from .audit import record as audit_record
 from .holds import check_not_held
+from .idempotency import claimed_when_done, idempotent
 from .operations import Operation
 
 REASON = "erase_user_data"
@@ -323,10 +324,19 @@ def _scrub_their_rows(plan: _Plan, acting: Actor, channel: str, report: dict[str
     db_errors.run_in_transaction(write)
 
 
-def erase_user_data(*, user_id: str, actor: Any, channel: str, dry_run: bool = False) -> dict[str, Any]:
+@idempotent(Operation.ERASE_USER_DATA)
+def erase_user_data(
+    *,
+    user_id: str,
+    actor: Any,
+    channel: str,
+    dry_run: bool = False,
+    progress: Callable[[int], Callable[[int], object] | None] | None = None,
+) -> dict[str, Any]:
     """Erase everything of ``user_id`` (see the module docstring); returns the
     report of every session, file and row touched (``dry_run``: the same
-    report, nothing changed)."""
+    report, nothing changed). ``progress(total)`` may return a function told
+    of each session done."""
     acting, channel = who(actor, channel)
     if not isinstance(user_id, str) or not user_id.strip():
         raise BadInput("Name the user whose data is to be erased")
@@ -336,9 +346,14 @@ def erase_user_data(*, user_id: str, actor: Any, channel: str, dry_run: bool = F
     report = plan.report(dry_run)
     if dry_run:
         return report
-    for target in plan.targets:
-        _erase_session(target, user_id, acting, channel)
-    _scrub_their_rows(plan, acting, channel, report)
+    advance = progress(len(plan.targets)) if progress is not None else None
+    # The key (if any) is taken once everything is done: a retry after a crash finishes the work.
+    with claimed_when_done():
+        for target in plan.targets:
+            _erase_session(target, user_id, acting, channel)
+            if advance is not None:
+                advance(1)
+        _scrub_their_rows(plan, acting, channel, report)
     return report
 
 
