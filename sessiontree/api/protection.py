@@ -6,6 +6,9 @@
 - ``POST /api/users/{username}/erase/`` (``dry_run``?) erases everything of
   the user (``protection.erase_user_data``) and answers the report;
   superusers only (403 for anyone else, 404 for a user nobody knows).
+- ``POST /api/retention/`` (``dry_run``?) applies retention now
+  (``protection.apply_retention``, what cron runs) and answers its report;
+  needs ``sessiontree.hard_delete_session``.
 """
 
 from __future__ import annotations
@@ -170,3 +173,62 @@ class UserErasureView(IdempotentWrites, APIView):
             user_id=username, dry_run=data.get("dry_run", False), actor=request.user, channel=CHANNEL
         )
         return Response(UserErasureReportSerializer(report).data)
+
+
+# --- retention ------------------------------------------------------------------------------------------
+
+HARD_DELETE = "sessiontree.hard_delete_session"
+
+
+class RetentionRunSerializer(InputSerializer):
+    dry_run = StrictBooleanField(required=False, help_text="List what would be deleted and skipped; delete nothing.")
+
+
+class RetentionSkippedSerializer(serializers.Serializer):
+    legal_hold = serializers.ListField(child=serializers.CharField(), read_only=True)
+    open_flags = serializers.ListField(child=serializers.CharField(), read_only=True)
+    fork_inside_its_period = serializers.ListField(child=serializers.CharField(), read_only=True)
+
+
+class RetentionFailureSerializer(serializers.Serializer):
+    session_id = serializers.CharField(read_only=True)
+    code = serializers.CharField(read_only=True)
+    message = serializers.CharField(read_only=True)
+    exit_code = serializers.IntegerField(read_only=True)
+
+
+class RetentionReportSerializer(serializers.Serializer):
+    now = serializers.CharField(read_only=True, help_text="The moment idleness was measured against (UTC).")
+    dry_run = serializers.BooleanField(read_only=True)
+    considered = serializers.IntegerField(read_only=True, help_text="Sessions idle longer than their period.")
+    deleted = serializers.ListField(child=serializers.CharField(), read_only=True)
+    skipped = RetentionSkippedSerializer(read_only=True)
+    failed = RetentionFailureSerializer(many=True, read_only=True)
+    idempotency_keys_purged = serializers.IntegerField(read_only=True)
+    counts = serializers.DictField(child=serializers.IntegerField(), read_only=True)
+
+
+class RetentionView(IdempotentWrites, APIView):
+    """One answer object: the retention run's report."""
+
+    permission_classes = [IsAuthenticated]
+
+    @extend_schema(
+        tags=["data protection"],
+        summary="Apply retention now: delete for good the sessions idle longer than their period",
+        description=(
+            "What manage.py apply_retention does (for cron): a session idle longer than its agent's "
+            "retention_days (else SESSIONTREE_RETENTION_DAYS; unset: kept) is deleted for good with its file. "
+            "Skipped, and listed with the reason: held sessions, sessions with open flags, sessions with a fork "
+            "still inside its period. dry_run answers the same report and deletes nothing. Needs "
+            "sessiontree.hard_delete_session."
+        ),
+        request=RetentionRunSerializer,
+        responses=RetentionReportSerializer,
+    )
+    def post(self, request: Request) -> Response:
+        if not request.user.has_perm(HARD_DELETE):
+            raise PermissionDenied("Retention deletes sessions for good: it needs sessiontree.hard_delete_session.")
+        data = parse(RetentionRunSerializer, request.data)
+        report = protection.apply_retention(dry_run=data.get("dry_run", False), actor=request.user, channel=CHANNEL)
+        return Response(RetentionReportSerializer(report).data)

@@ -10,7 +10,7 @@ from rest_framework.routers import SimpleRouter
 
 from .audit import AuditViewSet
 from .moderation import EntryModerationViewSet, FlagViewSet
-from .protection import SessionHoldViewSet, UserErasureView
+from .protection import RetentionView, SessionHoldViewSet, UserErasureView
 from .search import SearchView
 from .views import ID_PATTERN, EntryViewSet, SessionViewSet
 
@@ -32,6 +32,7 @@ urlpatterns = [
         name="session-hold",
     ),
     re_path(r"^users/(?P<username>[^/]{1,150})/erase/$", UserErasureView.as_view(), name="user-erase"),
+    path("retention/", RetentionView.as_view(), name="retention"),
     path("search/", SearchView.as_view(), name="search"),
     path("", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -204,6 +204,7 @@ def expired_sessions(now: datetime) -> list[tuple[int, str, int | None]]:
     return [(pk, session_id, agent_id) for pk, session_id, agent_id, _ in found]
 
 
+@idempotent()
 def apply_retention(
     *,
     actor: Any,
@@ -222,6 +223,20 @@ def apply_retention(
     moment = now if now is not None else timezone.now()
     if timezone.is_naive(moment):
         raise BadInput("Retention's 'now' must be an aware datetime")
+    # A keyed run (the REST API's Idempotency-Key) is taken once it is done: each
+    # deletion is its own unit, and a retry after a crash finishes the run.
+    with idempotency.claimed_when_done():
+        return _apply_retention(acting, channel, moment, dry_run, batch_size, progress)
+
+
+def _apply_retention(
+    acting: Actor,
+    channel: str,
+    moment: datetime,
+    dry_run: bool,
+    batch_size: int,
+    progress: Callable[[int], Callable[[int], object] | None] | None,
+) -> dict[str, Any]:
     expired = expired_sessions(moment)
     expired_pks = {pk for pk, _, _ in expired}
     report = RetentionReport(now=_iso(moment), dry_run=dry_run, considered=len(expired))

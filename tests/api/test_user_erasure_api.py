@@ -66,3 +66,28 @@ def test_a_retry_with_the_same_key_answers_the_same_report(api: Api, users: Any,
     assert first.status_code == again.status_code == 200
     assert again.json() == first.json() and again["Idempotency-Replayed"] == "true"
     assert AuditRecord.objects.filter(operation="erase_user_data").count() == 1
+
+
+def test_retention_over_http_needs_the_hard_delete_permission(api: Api, users: Any, kind: str, settings) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.SESSIONTREE_RETENTION_DAYS = 30
+    old = api.create_session(kind)["session_id"]
+    api.say(old, "old words")
+    AgentSession.objects.filter(session_id=old).update(updated_at=timezone.now() - timedelta(days=31))
+    error_of(APIClient().post("/api/retention/", {}, format="json"), 401)
+    for who in (users.alice, users.viewer, users.moderator):
+        error_of(token_client(who).post("/api/retention/", {"dry_run": True}, format="json"), 403)
+    janitor = Api(token_client(users.janitor))
+    error_of(janitor.client.post("/api/retention/", {"dry_run": 1}, format="json"), 400, "invalid_input")
+    dry = janitor.post("/api/retention/", {"dry_run": True})
+    assert dry["deleted"] == [old] and AgentSession.objects.filter(session_id=old).exists()
+    done = janitor.client.post("/api/retention/", {}, format="json", HTTP_IDEMPOTENCY_KEY="retention-1")
+    assert done.status_code == 200 and done.json()["deleted"] == [old]
+    assert not AgentSession.objects.filter(session_id=old).exists()
+    again = janitor.client.post("/api/retention/", {}, format="json", HTTP_IDEMPOTENCY_KEY="retention-1")
+    assert again.json() == done.json() and again["Idempotency-Replayed"] == "true"
+    record = AuditRecord.objects.get(operation="hard_delete_session", session_id=old)
+    assert record.channel == "api" and record.actor == "janitor"
