@@ -36,6 +36,7 @@ from typing import Any
 from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.contenttypes.models import ContentType
+from django.db import connection
 from django.db.models import Q
 
 from sessiontree.core.errors import NOT_FOUND, BadInput, SessionNotFound, SessionTreeError
@@ -51,6 +52,7 @@ from .audit import record as audit_record
 from .holds import check_not_held
 from .idempotency import claimed_when_done, idempotent
 from .operations import Operation
+from .search import optimize_search_index
 
 REASON = "erase_user_data"
 
@@ -354,7 +356,17 @@ def erase_user_data(
             if advance is not None:
                 advance(1)
         _scrub_their_rows(plan, acting, channel, report)
+    _merge_search_index()
     return report
+
+
+def _merge_search_index() -> None:
+    """The deleted text out of the full-text engine's own structures now, not
+    at a later merge: FTS5 ``optimize`` on SQLite; on MySQL/MariaDB
+    ``OPTIMIZE TABLE``, which cannot run inside a transaction (a caller
+    holding one runs ``build_search_index --optimize`` after it)."""
+    if connection.vendor == "sqlite" or not connection.in_atomic_block:
+        optimize_search_index()
 
 
 __all__ = ["REASON", "UserNotFound", "erase_user_data", "ids_only"]
