@@ -171,3 +171,25 @@ def test_a_hard_delete_takes_the_backups_the_file_storage_wrote(provider, db):
     assert provider.stored_files("s1") == [str(path), str(backup)]
     protection.erase_user_data(user_id="carol", **WHO)
     assert not path.exists() and not backup.exists()
+
+
+def test_a_crash_after_the_copies_were_erased_and_before_the_delete_is_finished_by_a_rerun(
+    provider, world, monkeypatch
+):
+    """Killed between a session's copies erased (in bob's fork) and its hard delete."""
+    real = user_erasure.sessions.delete_session
+
+    def killed(**kwargs):
+        raise KeyboardInterrupt("killed before the delete")
+
+    monkeypatch.setattr(user_erasure.sessions, "delete_session", killed)
+    with pytest.raises(KeyboardInterrupt):
+        protection.erase_user_data(user_id="alice", **WHO)
+    monkeypatch.setattr(user_erasure.sessions, "delete_session", real)
+    assert SECRET not in texts_of(provider, "b-fork")  # a1's copies went first
+    assert exists("a1") and len(provider.list_entries("a1")) == 4  # whole (its own copies erased in place)
+    report = protection.erase_user_data(user_id="alice", **WHO)
+    assert {s["session_id"] for s in report["sessions"]} == {"a1", "a2", "a-fork"}
+    assert report["copies"] == []  # erased already
+    assert not any(exists(sid) for sid in ("a1", "a2", "a-fork"))
+    assert AuditRecord.objects.filter(operation="erase_user_data").count() == 1
