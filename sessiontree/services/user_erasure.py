@@ -82,6 +82,7 @@ _KEPT_KEYS = frozenset(
         "placed_at",
         "opened_by",
         "resolved_by",
+        "fields",
     }
 )
 
