@@ -8,7 +8,9 @@
   panels, entry markers and renderers); the roleplay layer plugs its state
   panel, diff and actions in from its ``ready()`` (``roleplay/admin/``);
 - ``entry_display``: how an entry is shown (custom entries as fields, never a repr);
-- ``filters``: the session list's filters.
+- ``filters``: the session list's filters;
+- ``protection``: a user's data erased (an action on users) and retention
+  run by hand (a page of the agents).
 """
 
 from __future__ import annotations
@@ -17,23 +19,37 @@ from typing import Any
 
 from django.contrib import admin
 from django.db.models import OuterRef, QuerySet, Subquery
-from django.http import HttpRequest
-from django.urls import reverse
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from sessiontree.models import Agent, AgentSession, AuditRecord
 from sessiontree.templatetags.sessiontree_admin import moment
 
 from . import flags
+from .protection import install_user_admin, retention_view
 from .sessions import AgentSessionAdmin
 
 
 @admin.register(Agent)
 class AgentAdmin(admin.ModelAdmin):
-    list_display = ("name", "session_provider", "updated")
+    list_display = ("name", "session_provider", "retention", "updated")
     list_filter = ("session_provider",)
     search_fields = ("name",)
     readonly_fields = ("created", "updated")
+
+    def get_urls(self) -> list[URLPattern]:
+        retention = path(
+            "retention/", self.admin_site.admin_view(self.retention_page), name="sessiontree_agent_retention"
+        )
+        return [retention, *super().get_urls()]
+
+    def retention_page(self, request: HttpRequest) -> HttpResponse:
+        return retention_view(self, request)
+
+    @admin.display(description="retention", ordering="retention_days")
+    def retention(self, agent: Agent) -> str:
+        return f"{agent.retention_days} days" if agent.retention_days is not None else "default"
 
     @admin.display(description="created", ordering="created_at")
     def created(self, agent: Agent) -> str:
@@ -45,6 +61,7 @@ class AgentAdmin(admin.ModelAdmin):
 
 
 admin.site.register(AgentSession, AgentSessionAdmin)
+install_user_admin(admin.site)
 
 
 class ChannelFilter(admin.SimpleListFilter):

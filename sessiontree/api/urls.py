@@ -10,7 +10,7 @@ from rest_framework.routers import SimpleRouter
 
 from .audit import AuditViewSet
 from .moderation import EntryModerationViewSet, FlagViewSet
-from .protection import SessionHoldViewSet
+from .protection import RetentionView, SessionHoldViewSet, UserErasureView
 from .search import SearchView
 from .views import ID_PATTERN, EntryViewSet, SessionViewSet
 
@@ -31,6 +31,8 @@ urlpatterns = [
         SessionHoldViewSet.as_view({"post": "place", "delete": "release"}),
         name="session-hold",
     ),
+    re_path(r"^users/(?P<username>[^/]{1,150})/erase/$", UserErasureView.as_view(), name="user-erase"),
+    path("retention/", RetentionView.as_view(), name="retention"),
     path("search/", SearchView.as_view(), name="search"),
     path("", include(router.urls)),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),

@@ -898,11 +898,19 @@ class FileStorage:
                 raise
             if fd is not None:
                 parked.unlink(missing_ok=True)
+            # The copies this storage wrote of the file go with it (a hard delete keeps nothing).
+            for backup in _backups_of(path):
+                backup.unlink(missing_ok=True)
         finally:
             if fd is not None:
                 os.close(fd)
         _forget(path)
         _forget_path(session_id)
+
+    def stored_files(self, session_id: str) -> list[str]:
+        """The files that hold the session: its own file (when it exists) and the backups this storage wrote of it."""
+        path = self._path(_select_row(session_id))
+        return [str(p) for p in [path, *_backups_of(path)] if p.is_file()]
 
     # --- port: maintenance -------------------------------------------------------------
     def scan(self, session_id: str) -> StoredScan:
@@ -1362,6 +1370,10 @@ class FileSessionTreeProvider(TreeProvider):
 
     def path_for(self, session_id: str) -> Path:
         return self.storage.path_for(session_id)
+
+    def stored_files(self, session_id: str) -> list[str]:
+        """Every file under this storage that holds the session (its file, its backups)."""
+        return self.storage.stored_files(session_id)
 
     def forget_files(self) -> None:
         """Drop this process's parsed copies of session files (``RegistersFiles``)."""

@@ -37,6 +37,7 @@ from .audit import Actor, check_channel, record
 from .holds import _iso, held_session_ids, hold_of
 from .idempotency import idempotent
 from .operations import Operation
+from .user_erasure import UserNotFound, erase_user_data
 
 MAX_REASON = 2000
 RETENTION_BATCH = 200
@@ -45,6 +46,16 @@ SKIP_HOLD = "legal_hold"
 SKIP_OPEN_FLAGS = "open_flags"
 SKIP_YOUNG_FORK = "fork_inside_its_period"
 SKIP_REASONS = (SKIP_HOLD, SKIP_OPEN_FLAGS, SKIP_YOUNG_FORK)
+
+__all__ = [
+    "HoldExists",
+    "NotOnHold",
+    "UserNotFound",
+    "apply_retention",
+    "erase_user_data",
+    "place_hold",
+    "release_hold",
+]
 
 
 class HoldExists(SessionTreeError):
@@ -193,6 +204,7 @@ def expired_sessions(now: datetime) -> list[tuple[int, str, int | None]]:
     return [(pk, session_id, agent_id) for pk, session_id, agent_id, _ in found]
 
 
+@idempotent()
 def apply_retention(
     *,
     actor: Any,
@@ -211,6 +223,20 @@ def apply_retention(
     moment = now if now is not None else timezone.now()
     if timezone.is_naive(moment):
         raise BadInput("Retention's 'now' must be an aware datetime")
+    # A keyed run (the REST API's Idempotency-Key) is taken once it is done: each
+    # deletion is its own unit, and a retry after a crash finishes the run.
+    with idempotency.claimed_when_done():
+        return _apply_retention(acting, channel, moment, dry_run, batch_size, progress)
+
+
+def _apply_retention(
+    acting: Actor,
+    channel: str,
+    moment: datetime,
+    dry_run: bool,
+    batch_size: int,
+    progress: Callable[[int], Callable[[int], object] | None] | None,
+) -> dict[str, Any]:
     expired = expired_sessions(moment)
     expired_pks = {pk for pk, _, _ in expired}
     report = RetentionReport(now=_iso(moment), dry_run=dry_run, considered=len(expired))

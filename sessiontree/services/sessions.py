@@ -270,6 +270,7 @@ def delete_session(
     provider: SessionTreeProvider | None = None,
     reason: str | None = None,
     expected_etag: str | Collection[str] | versions.ExpectedTags | Unset = UNSET,
+    before_commit: Callable[[], None] | None = None,
 ) -> SessionTreeSession | None:
     """Soft delete (status ``deleted``: readable, closed to writes, restorable),
     or with ``hard`` remove the session and its entries for good (its forks
@@ -280,7 +281,11 @@ def delete_session(
 
     ``expected_etag``: a soft delete checks it with the session locked, as
     every status change; a hard delete checks it just before it deletes (the
-    removal takes the session's locks itself)."""
+    removal takes the session's locks itself).
+
+    ``before_commit`` (a hard delete only) runs inside the delete's
+    transaction after its audit record: what must go with the session
+    (``protection.erase_user_data`` scrubs the rows kept beside it there)."""
     if not hard:
         return _set_status(
             session_id,
@@ -317,6 +322,8 @@ def delete_session(
                 **({"reason": reason} if reason else {}),
             },
         )
+        if before_commit is not None:
+            before_commit()
 
     provider.delete_session(session_id, hard=True, before_commit=audit)
     return None

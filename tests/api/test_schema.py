@@ -73,7 +73,7 @@ def test_every_contract_path_is_in_the_schema():
     expected |= {f"{entry}{name}/" for name in ("flags", "hide", "unhide", "erase")}
     expected |= {"/api/flags/", "/api/flags/{flag_id}/resolve/", "/api/audit/", "/api/search/"}
     expected |= {f"{session}export/manifest/"}
-    expected |= {f"{session}hold/"}
+    expected |= {f"{session}hold/", "/api/users/{username}/erase/", "/api/retention/"}
     assert paths == expected
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from sessiontree.core.errors import BadInput, SessionNotFound, SessionOnHold
+from sessiontree.core.errors import BadInput, SessionNotFound, SessionOnHold, StorageUnavailable
 from sessiontree.models import Agent, AgentSession, AuditRecord
 from sessiontree.services import entries, moderation, protection, sessions, tree
 
@@ -151,3 +151,42 @@ def test_a_crash_midway_leaves_every_session_whole_or_gone_and_a_rerun_completes
             )  # gone, audited
     report = protection.apply_retention(**WHO)
     assert len(report["deleted"]) == 3 and not any(exists(provider, f"old-{n}") for n in range(5))
+
+
+def test_a_fault_inside_a_sessions_deletion_leaves_it_whole_and_a_rerun_completes(provider, settings, monkeypatch):
+    """The fault is raised inside the hard delete's unit (its row deleted and
+    its file moved aside, before the commit), after two sessions went."""
+    settings.SESSIONTREE_RETENTION_DAYS = 30
+    for n in range(5):
+        make(provider, f"old-{n}", days_idle=40 + n, text=f"words {n}")
+    real = sessions.check_not_held
+    calls = []
+
+    def fault_on_third(session_ids, *, what):
+        real(session_ids, what=what)
+        calls.append(next(iter(session_ids)))
+        if len(calls) == 3:
+            raise StorageUnavailable("the database went away mid-deletion")
+
+    monkeypatch.setattr(sessions, "check_not_held", fault_on_third)
+    report = protection.apply_retention(**WHO)
+    assert len(report["deleted"]) == 4 and [f["session_id"] for f in report["failed"]] == [calls[2]]
+    monkeypatch.setattr(sessions, "check_not_held", real)
+    broken = calls[2]
+    assert exists(provider, broken) and provider.list_entries(broken)[0]["message"]["content"].startswith("words")
+    if provider.kind == "file":
+        path = provider.path_for(broken)
+        assert path.is_file() and not path.with_name(path.name + ".deleting").exists()
+    assert not AuditRecord.objects.filter(session_id=broken, operation="hard_delete_session").exists()
+
+    def killed_on_first(session_ids, *, what):
+        real(session_ids, what=what)
+        raise KeyboardInterrupt("the process is killed mid-deletion")
+
+    monkeypatch.setattr(sessions, "check_not_held", killed_on_first)
+    with pytest.raises(KeyboardInterrupt):
+        protection.apply_retention(**WHO)
+    monkeypatch.setattr(sessions, "check_not_held", real)
+    assert exists(provider, broken) and len(provider.list_entries(broken)) == 1
+    assert protection.apply_retention(**WHO)["deleted"] == [broken]
+    assert not any(exists(provider, f"old-{n}") for n in range(5))
