@@ -13,7 +13,7 @@ validator that holds new entries to the same shapes at the API edge.
 - **New entries** (``NewEntry``): what an append accepts, the kernel's rules
   (``sessiontree.core.entries.validate_entry_shape``) written down: one of
   the eleven types (no other), ``id`` optional (``NEW_ENTRY_ID_PATTERN``),
-  ``parentId`` left out (it can only be the leaf), ``timestamp`` optional.
+  ``parentId`` optional (it can only be the leaf), ``timestamp`` optional.
 
 The schema dicts are OpenAPI 3.0 (``nullable``); ``validate_new_entry``
 reads them as JSON Schema, so the edge refuses exactly what the schema does.
@@ -350,6 +350,13 @@ NEW_BASE: Schema = {
             "description": "Your own id for the entry; default: 8 hex characters, unique in the session.",
         },
         "timestamp": {**STRING, "description": "Default: now (ISO-8601 UTC with milliseconds and Z)."},
+        "parentId": nullable(
+            {
+                **STRING,
+                "description": "Optional: the leaf (in a bulk append, the entry before); any other is "
+                "409 leaf_conflict, as a stale expected_leaf_id is.",
+            }
+        ),
     },
     "required": [],
 }

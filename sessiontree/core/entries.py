@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .context_builder import iso_to_epoch_ms
-from .errors import EntryNotFound, EntryTooLarge, InvalidEntry, InvalidTree
+from .errors import EntryNotFound, EntryTooLarge, InvalidEntry, InvalidTree, ParentNotLeaf
 from .ids import new_entry_id
 from .path import find_cycles
 from .pi_session_file import now_iso
@@ -181,8 +181,10 @@ def prepare_new_entry(entry: Any, *, leaf_entry_id: str | None, by_id: Mapping[s
         raise InvalidEntry(f"Entry id must be a non-empty string of at most {MAX_ENTRY_ID_LENGTH} characters")
     elif entry_id in by_id:
         raise InvalidEntry(f"Duplicate entry id {entry_id}")
+    if "parentId" in entry and entry["parentId"] is not None and not isinstance(entry["parentId"], str):
+        raise InvalidEntry(f"Entry {entry_id} names a parentId that is no entry id: {entry['parentId']!r}")
     if "parentId" in entry and entry["parentId"] != leaf_entry_id:
-        raise InvalidEntry(
+        raise ParentNotLeaf(
             f"Entry {entry_id} names parentId {entry['parentId']!r} but the leaf is {leaf_entry_id!r}; "
             "switch the leaf first (entries are always appended to the leaf)"
         )

@@ -93,6 +93,16 @@ class InvalidEntry(SessionTreeError, ValueError):
     category = BAD_INPUT
 
 
+class ParentNotLeaf(InvalidEntry):
+    """A new entry names a ``parentId`` that is not the leaf it would be
+    appended to (in a bulk append, not the entry before it): the tree moved
+    since the caller looked, or the caller meant another branch. Answered as
+    ``expected_leaf_id`` is: 409 ``leaf_conflict``."""
+
+    code = "leaf_conflict"
+    category = CONFLICT
+
+
 class BadInput(InvalidEntry):
     """An argument that is not an entry is unusable: an option, a position,
     a page size, a session field, a filter. It is an ``InvalidEntry`` only so

@@ -122,3 +122,27 @@ def test_an_integer_beyond_64_bits_in_an_integer_field_is_refused(api: Api, kind
     assert kept["message"]["exitCode"] == 2**63 - 1
     assert api.get(f"/api/sessions/{sid}/entries/{kept['id']}/")["message"]["exitCode"] == 2**63 - 1
     assert len(api.get(f"/api/sessions/{sid}/entries/")["results"]) == 1
+
+
+def test_a_named_parent_must_be_the_leaf_and_an_id(api: Api, kind: str) -> None:
+    """Schemathesis sent ``parentId: {}`` (an extra field the schema allowed) and got 400
+    for a request the schema called valid: the schema now types parentId, and a parent
+    that is not the leaf is a conflict with the tree (409 leaf_conflict), as a stale
+    expected_leaf_id is, not bad input."""
+    sid = api.create_session(kind)["session_id"]
+    root = api.say(sid, "hi")
+    url = f"/api/sessions/{sid}/bulk-append/"
+    shape = {"entries": [{**message("a"), "parentId": {}}]}
+    error_of(api.client.post(url, shape, format="json"), 400, "invalid_entry")
+    elsewhere = {"entries": [{**message("a"), "parentId": "elsewhere"}]}
+    error_of(api.client.post(url, elsewhere, format="json"), 409, "leaf_conflict")
+    second_not_chained = {"entries": [message("a"), {**message("b"), "parentId": root["id"]}]}
+    error_of(api.client.post(url, second_not_chained, format="json"), 409, "leaf_conflict")
+    error_of(
+        api.client.post(f"/api/sessions/{sid}/entries/", {"entry": {**message("a"), "parentId": "x"}}, format="json"),
+        409,
+        "leaf_conflict",
+    )
+    assert api.get(f"/api/sessions/{sid}/")["entry_count"] == 1
+    named = api.post(url, {"entries": [{**message("a"), "parentId": root["id"]}]}, expected=201)["entries"]
+    assert named[0]["parentId"] == root["id"]
