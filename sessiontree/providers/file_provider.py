@@ -349,6 +349,14 @@ class _Payloads:
             self._entries.clear()
             self._bytes = 0
 
+    def drop(self, token: int) -> None:
+        """Forget every entry of one index (a file rewritten, cut or dropped:
+        an erased entry's old content must not linger in memory either)."""
+        with self._lock:
+            stale = [key for key in self._entries if key[0] == token]
+            for key in stale:
+                self._bytes -= self._entries.pop(key)[1]
+
     def get_many(self, token: int, positions: Sequence[int]) -> list[Entry | None]:
         entries = self._entries
         found: list[Entry | None] = []
@@ -432,9 +440,12 @@ def _keep_index(key: str, index: FileIndex) -> None:
         _cache[key] = index
         _cache.move_to_end(key)
         total = sum(len(kept) for kept in _cache.values())
+        dropped: list[FileIndex] = []
         while len(_cache) > 1 and (len(_cache) > sessions or total > entries):
-            _key, dropped = _cache.popitem(last=False)
-            total -= len(dropped)
+            dropped.append(_cache.popitem(last=False)[1])
+            total -= len(dropped[-1])
+    for gone in dropped:
+        _payloads.drop(gone.token)
 
 
 def cache_usage() -> dict[str, int]:
@@ -452,7 +463,9 @@ def cache_usage() -> dict[str, int]:
 
 def _forget(path: Path) -> None:
     with _cache_lock:
-        _cache.pop(str(path), None)
+        index = _cache.pop(str(path), None)
+    if index is not None:
+        _payloads.drop(index.token)
 
 
 def _known_path(session_id: str) -> Path | None:
@@ -839,6 +852,8 @@ class FileStorage:
             cached.offset = reader.offset
             cached.size, cached.mtime_ns = st.st_size, st.st_mtime_ns
             return cached
+        if cached is not None:  # replaced (an erase, a migration) or cut: its payloads are stale
+            _forget(path)
         index = self._load(path, fd, st)
         _keep_index(key, index)
         return index

@@ -166,3 +166,17 @@ def test_the_entries_of_the_indexes_kept_are_bounded_but_the_last_one_stays(prov
     clear_index_cache()
     assert len(provider.list_entries("s1")) == 4
     assert cache_usage()["sessions"] == 1
+
+
+def test_an_erase_leaves_no_decoded_copy_of_the_old_content_in_the_process(provider):
+    from sessiontree.services import moderation
+
+    written = fill(provider, "s1", 3, text="secret-text")
+    assert provider.list_entries("s1") == written  # decoded, cached
+    moderation.erase_entry(
+        session_id="s1", entry_id=written[1]["id"], reason="pii: test", actor="system", channel="cli", provider=provider
+    )
+    assert "1 secret-text" not in orjson.dumps(provider.list_entries("s1")).decode()
+    kept = [entry for entry, _ in file_provider._payloads._entries.values()]
+    assert len(kept) == 3  # the new index's entries only
+    assert not any("1 secret-text" in orjson.dumps(entry).decode() for entry in kept)
