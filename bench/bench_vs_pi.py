@@ -157,23 +157,49 @@ def storage_env(tmp: Path) -> None:
     os.environ["SESSIONTREE_FILE_ROOT"] = str(tmp / "sessions")
 
 
-def prepare(paths: list[str]) -> None:
+def prepare(folder: str, sizes: list[int]) -> None:
     """(A child process, so that this script's own process stays small: a
-    child's peak RSS counts the parent's at the fork.) Create the database
-    and register each file in place as a ``file`` session; prints their ids."""
+    child's peak RSS counts the parent's at the fork, and Linux keeps it
+    across exec.) Write the files, create the database and register each
+    file in place as a ``file`` session; prints what it made, as JSON."""
     setup_django()
     from django.core.management import call_command
 
-    from sessiontree.core.pi_session_file import load_entries_from_file
+    from bench.history_sessions import generate
     from sessiontree.services import sessions
 
     call_command("migrate", verbosity=0)
-    ids = []
-    for path in paths:
-        session_id = load_entries_from_file(path)[0]["id"]
-        sessions.register_file(session_id=session_id, path=path, actor="bench", channel="cli")
-        ids.append(session_id)
-    sys.stdout.write(orjson.dumps(ids).decode() + "\n")
+    made: list[dict[str, Any]] = []
+    fixture = fixtures_dir() / "large-session.jsonl"
+    if fixture.is_file():
+        converted = Path(folder) / "large-session-v3.jsonl"
+        convert_to_v3(fixture, converted)
+        session_id = orjson.loads(converted.read_bytes().split(b"\n", 1)[0])["id"]
+        made.append(
+            {
+                "name": "large-session",
+                "title": "large-session.jsonl (Pi's, as v3)",
+                "path": str(converted),
+                "session_id": session_id,
+                "note": "",
+            }
+        )
+    for size in sizes:
+        generated = generate(Path(folder) / f"history-{size}.jsonl", size)
+        label = f"history-{size // 1000}k"
+        made.append(
+            {
+                "name": label,
+                "title": f"{label} (v3, compactions, 2% branching)",
+                "path": str(generated.path),
+                "session_id": generated.session_id,
+                "note": f"{label}: {generated.entries:,} entries, {generated.branches:,} branch points, "
+                f"{generated.compactions:,} compactions, {generated.bytes / 1e6:.1f} MB",
+            }
+        )
+    for item in made:
+        sessions.register_file(session_id=item["session_id"], path=item["path"], actor="bench", channel="cli")
+    sys.stdout.write(orjson.dumps(made).decode() + "\n")
 
 
 # --- files ------------------------------------------------------------------------
@@ -190,7 +216,7 @@ def convert_to_v3(source: Path, target: Path) -> None:
 # --- measuring -----------------------------------------------------------------------
 
 
-def run(command: list[str]) -> dict[str, Any]:
+def run(command: list[str]) -> Any:
     done = subprocess.run(command, check=True, capture_output=True, cwd=REPO)
     return orjson.loads(done.stdout.splitlines()[-1])
 
@@ -260,8 +286,8 @@ def main() -> int:
     if len(sys.argv) == 3 and sys.argv[1] == "--decode":
         decode_worker(sys.argv[2])
         return 0
-    if len(sys.argv) > 2 and sys.argv[1] == "--prepare":
-        prepare(sys.argv[2:])
+    if len(sys.argv) == 4 and sys.argv[1] == "--prepare":
+        prepare(sys.argv[2], [int(part) for part in sys.argv[3].split(",")])
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="measurements per side and file (default 5)")
@@ -283,29 +309,17 @@ def main() -> int:
     summary: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         storage_env(Path(tmp))
-        files: list[tuple[str, str, Path]] = []
-        fixture = fixtures_dir() / "large-session.jsonl"
-        if fixture.is_file():
-            converted = Path(tmp) / "large-session-v3.jsonl"
-            convert_to_v3(fixture, converted)
-            files.append(("large-session", "large-session.jsonl (Pi's, as v3)", converted))
-        else:
-            print(f"large-session.jsonl not found in {fixture.parent} (set SESSIONTREE_PI_FIXTURES); skipped")
-        from bench.history_sessions import generate
-
-        for size in (int(part) for part in args.sizes.split(",")):
-            generated = generate(Path(tmp) / f"history-{size}.jsonl", size)
-            label = f"history-{size // 1000}k"
-            print(
-                f"{label}: {generated.entries:,} entries, {generated.branches:,} branch points, "
-                f"{generated.compactions:,} compactions, {generated.bytes / 1e6:.1f} MB"
-            )
-            files.append((label, f"{label} (v3, compactions, 2% branching)", generated.path))
-        session_ids = run([sys.executable, str(Path(__file__).resolve()), "--prepare", *(str(f[2]) for f in files)])
-        for (name, title, path), session_id in zip(files, session_ids, strict=True):
-            ratios = report(title, path, measure(path, session_id, args.rounds))
+        if not (fixtures_dir() / "large-session.jsonl").is_file():
+            print(f"large-session.jsonl not found in {fixtures_dir()} (set SESSIONTREE_PI_FIXTURES); skipped")
+        made = run([sys.executable, str(Path(__file__).resolve()), "--prepare", tmp, args.sizes])
+        for item in made:
+            if item["note"]:
+                print(item["note"])
+        for item in made:
+            path = Path(item["path"])
+            ratios = report(item["title"], path, measure(path, item["session_id"], args.rounds))
             summary.append(
-                f"{name} time {ratios['time']:.2f}x, peak RSS {ratios['rss']:.2f}x, "
+                f"{item['name']} time {ratios['time']:.2f}x, peak RSS {ratios['rss']:.2f}x, "
                 f"resident after {ratios['after']:.0f} MiB, open/decode {ratios['open_vs_decode']:.2f}"
             )
     print("summary (ours/Pi; targets: time <= 0.5x, peak RSS <= 1.0x):")

@@ -9,8 +9,9 @@ and the assistant's answer (~1 KiB); about 1 KiB an entry on average. A
 compaction every ~400 entries keeps the last ~40 entries of the path, the
 last one placed ~100 entries before the end, so that the model's context
 at the leaf holds ~140 messages at every size. 2 % of appends first move
-the leaf back 1 to 60 entries (never past the last compaction), half of
-them with a branch summary; a label every ~80 entries, a thinking-level
+the leaf back 1 to 60 entries (never past the last compaction, and not in
+the last ~140 entries, so that the context at the leaf is the same size
+whatever the history), half of them with a branch summary; a label every ~80 entries, a thinking-level
 change every ~120, a model change every ~2,000.
 """
 
@@ -147,7 +148,8 @@ def generate(path: Path, total: int, *, seed: int = 23) -> Generated:
     def maybe_branch() -> None:
         nonlocal branches
         room = len(active) - floor - 2
-        if room > 1 and rng.random() < BRANCH_RATE:
+        near_end = count >= total - AFTER_LAST_COMPACTION - KEPT_AFTER_COMPACTION
+        if room > 1 and not near_end and rng.random() < BRANCH_RATE:
             abandoned = active[-1]
             del active[len(active) - rng.randint(1, min(60, room)) :]
             branches += 1
