@@ -257,6 +257,8 @@ def report(title: str, path: Path, results: dict[str, list[dict[str, Any]]]) -> 
     cpu_ratio = statistics.median(our_cpu) / statistics.median(pi_cpu)
     size_mb = path.stat().st_size / 1e6
     open_ms = statistics.median(r["ms"] for r in results["open"])
+    open_peak = statistics.median(r["maxrss_kib"] for r in results["open"]) / MIB
+    open_after = statistics.median(r["rss_after_kib"] for r in results["open"]) / MIB
     decode_ms = statistics.median(r["ms"] for r in results["decode"])
     messages = {r["messages"] for r in results["pi"]} | {r["messages"] for r in results["ours"]}
     cache = results["ours"][-1]["cache"]
@@ -269,6 +271,10 @@ def report(title: str, path: Path, results: dict[str, list[dict[str, Any]]]) -> 
     print(
         f"  ours after serving it: resident {after:.1f} MiB (VmRSS), keeping {cache['entries']:,} entries' skeleton "
         f"and {cache['payloads']:,} payloads ({cache['payload_bytes'] / 1024 / 1024:.1f} MiB of lines)"
+    )
+    print(
+        f"  ours after an open alone (the index built, no payload read back): peak {open_peak:.1f} MiB, "
+        f"resident {open_after:.1f} MiB"
     )
     print(
         f"  cold open: {open_ms:.1f} ms = {size_mb / open_ms * 1000:.0f} MB/s; plain orjson per line "

@@ -190,9 +190,10 @@ class FileIndex:
             self._refuse(new_ids)
         base = len(ids)
         intern = sys.intern
-        at = base
         has_child.extend(bytes(len(entries)))
-        for entry in entries:
+        add_id, add_parent, add_type = ids.append, parents.append, types.append
+        at = base
+        for entry_id, entry in zip(new_ids, entries, strict=True):
             parent_id = entry.get("parentId")
             parent_at = position.get(parent_id) if parent_id is not None else None
             if parent_at is not None:
@@ -201,17 +202,16 @@ class FileIndex:
                     has_child[parent_at] = 1
                     self.with_children += 1
             elif self.first_root is None:
-                self.first_root = new_ids[at - base]
+                self.first_root = entry_id
             entry_type = entry.get("type")
             if entry_type.__class__ is str:
                 entry_type = intern(entry_type)
                 if entry_type == "compaction":
                     self.compactions += 1
-            entry_id = new_ids[at - base]
             position[entry_id] = at
-            ids.append(entry_id)
-            parents.append(parent_id)
-            types.append(entry_type)
+            add_id(entry_id)
+            add_parent(parent_id)
+            add_type(entry_type)
             at += 1
         self.offsets.extend(spans[0::2])
         self.lengths.extend(spans[1::2])
