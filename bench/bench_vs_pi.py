@@ -8,37 +8,44 @@ Each measurement is a fresh process that loads its code, then times only
 Django set up (not timed, as Pi's module loading is not), then the ``file``
 provider's ``build_context`` of the session registered on that file, what
 the API's context endpoint runs (the session's meta row read from SQLite,
-the file read with the one reader, the path walked, the context built).
-The two take turns, the order flipping every round, so machine noise hits
-both alike. Prints the medians (and the spread) and the ratios ours/Pi of
-median time and of median peak RSS (whole process, interpreter and Django
-included), and of median CPU time (every thread of the process; on a busy
-machine it moves less than the wall-clock time the targets are about).
+the file indexed by the storage's one pass, the path walked, its payloads
+read back from the file, the context built). The two take turns, the order
+flipping every round, so machine noise hits both alike. Prints the medians
+(and the spread) and the ratios ours/Pi of median time and of median peak
+RSS (whole process, interpreter and Django included), and of median CPU
+time (every thread of the process; on a busy machine it moves less than
+the wall-clock time the targets are about).
 
-Files: Pi's recorded ``large-session.jsonl`` (1,018 entries, v1) converted to
-v3 by our migration (skipped when the fixture folder is missing), and a
-generated 100,000-entry v3 session where 2% of appends first move the leaf
-back 1 to 60 entries on the current path (a branch, half of them with a branch
-summary), so most entries end up off the active path. Both are registered as
-``file`` sessions in a temporary SQLite database (DEBUG off, as in production).
+Also, per size: the worker's resident memory (``VmRSS`` of
+/proc/self/status) after the context was served and dropped (what a
+gunicorn worker keeps afterwards: the file's skeleton and the bounded
+payload cache), and the cold open's speed (the storage's index load alone,
+``provider.read``) in MB/s against plain orjson decoding of every line of
+the same file (read in the same 8 MiB chunks, each line decoded and dropped).
+
+Files: sessions that look like a long agent conversation
+(``bench/history_sessions.py``: ~1 KiB an entry, a compaction every ~400
+entries, 2 % branching) of 1,000, 10,000 and 100,000 entries (``--sizes``;
+1,000,000 with ``--sizes 1000,10000,100000,1000000``), and Pi's recorded
+``large-session.jsonl`` converted to v3 (skipped when the fixture folder is
+missing), each registered in place as a ``file`` session in a temporary
+SQLite database (DEBUG off, as in production).
 
 Run from the repository root after ``make interop``:
 
-    .venv/bin/python bench/bench_vs_pi.py [--rounds 7] [--entries 100000]
+    .venv/bin/python bench/bench_vs_pi.py [--rounds 5] [--sizes 1000,10000,100000]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import random
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -63,19 +70,72 @@ def fixtures_dir() -> Path:
 # --- worker ---------------------------------------------------------------------
 
 
-def worker(session_id: str) -> None:
+def resident_kib() -> int:
+    """This process's resident memory now (``VmRSS``), in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0  # pragma: no cover - not Linux
+
+
+def worker(session_id: str, what: str = "context") -> None:
     setup_django()
     from sessiontree.providers.factory import get_provider
+    from sessiontree.providers.file_provider import cache_usage
 
     provider = get_provider("file")
+    if what == "open":  # the index load alone: the database connection made first
+        from django.db import connection
+
+        connection.ensure_connection()
     cpu_started = time.process_time()
     started = time.perf_counter()
-    context = provider.build_context(session_id)
+    if what == "open":
+        with provider.read(session_id):
+            pass
+        messages = 0
+    else:
+        context = provider.build_context(session_id)
+        messages = len(context["messages"])
+        del context
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu_started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    result = {"ms": elapsed * 1000, "cpu_ms": cpu * 1000, "maxrss_kib": peak, "messages": len(context["messages"])}
+    result = {
+        "ms": elapsed * 1000,
+        "cpu_ms": cpu * 1000,
+        "maxrss_kib": peak,
+        "rss_after_kib": resident_kib(),
+        "messages": messages,
+        "cache": cache_usage(),
+    }
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
+
+
+def decode_worker(path: str) -> None:
+    """Plain orjson decoding of every line of ``path``, nothing kept: the floor of a cold open."""
+    started = time.perf_counter()
+    fd = os.open(path, os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    offset = 0
+    rest = b""
+    lines = 0
+    loads = orjson.loads
+    try:
+        while offset < size:
+            chunk = os.pread(fd, 8 * 1024 * 1024, offset)
+            offset += len(chunk)
+            data = rest + chunk
+            end = data.rfind(b"\n") + 1
+            for line in data[:end].split(b"\n"):
+                if line:
+                    loads(line)
+                    lines += 1
+            rest = data[end:]
+    finally:
+        os.close(fd)
+    elapsed = time.perf_counter() - started
+    sys.stdout.write(orjson.dumps({"ms": elapsed * 1000, "lines": lines}).decode() + "\n")
 
 
 def setup_django() -> None:
@@ -97,168 +157,52 @@ def storage_env(tmp: Path) -> None:
     os.environ["SESSIONTREE_FILE_ROOT"] = str(tmp / "sessions")
 
 
-def prepare(paths: list[str]) -> None:
+def prepare(folder: str, sizes: list[int]) -> None:
     """(A child process, so that this script's own process stays small: a
-    child's peak RSS counts the parent's at the fork.) Create the database
-    and register each file in place as a ``file`` session; prints their ids."""
+    child's peak RSS counts the parent's at the fork, and Linux keeps it
+    across exec.) Write the files, create the database and register each
+    file in place as a ``file`` session; prints what it made, as JSON."""
     setup_django()
     from django.core.management import call_command
 
-    from sessiontree.core.pi_session_file import load_entries_from_file
+    from bench.history_sessions import generate
     from sessiontree.services import sessions
 
     call_command("migrate", verbosity=0)
-    ids = []
-    for path in paths:
-        session_id = load_entries_from_file(path)[0]["id"]
-        sessions.register_file(session_id=session_id, path=path, actor="bench", channel="cli")
-        ids.append(session_id)
-    sys.stdout.write(orjson.dumps(ids).decode() + "\n")
+    made: list[dict[str, Any]] = []
+    fixture = fixtures_dir() / "large-session.jsonl"
+    if fixture.is_file():
+        converted = Path(folder) / "large-session-v3.jsonl"
+        convert_to_v3(fixture, converted)
+        session_id = orjson.loads(converted.read_bytes().split(b"\n", 1)[0])["id"]
+        made.append(
+            {
+                "name": "large-session",
+                "title": "large-session.jsonl (Pi's, as v3)",
+                "path": str(converted),
+                "session_id": session_id,
+                "note": "",
+            }
+        )
+    for size in sizes:
+        generated = generate(Path(folder) / f"history-{size}.jsonl", size)
+        label = f"history-{size // 1000}k"
+        made.append(
+            {
+                "name": label,
+                "title": f"{label} (v3, compactions, 2% branching)",
+                "path": str(generated.path),
+                "session_id": generated.session_id,
+                "note": f"{label}: {generated.entries:,} entries, {generated.branches:,} branch points, "
+                f"{generated.compactions:,} compactions, {generated.bytes / 1e6:.1f} MB",
+            }
+        )
+    for item in made:
+        sessions.register_file(session_id=item["session_id"], path=item["path"], actor="bench", channel="cli")
+    sys.stdout.write(orjson.dumps(made).decode() + "\n")
 
 
 # --- files ------------------------------------------------------------------------
-
-WORDS = [
-    "the",
-    "session",
-    "tree",
-    "keeps",
-    "every",
-    "branch",
-    "append",
-    "only",
-    "so",
-    "moving",
-    "the",
-    "leaf",
-    "never",
-    "loses",
-    "history",
-]
-
-
-def prose(rng: random.Random, words: int) -> str:
-    return " ".join(rng.choice(WORDS) for _ in range(words))
-
-
-def generate_session(path: Path, total: int, seed: int = 11) -> dict[str, int]:
-    """A branched v3 session written as Pi writes it (entries streamed, not kept)."""
-    from sessiontree.core.ids import new_entry_id, new_session_id
-    from sessiontree.core.pi_session_file import new_session_header, serialize_line
-
-    rng = random.Random(seed)
-    start = datetime(2026, 11, 1, tzinfo=UTC)
-    used: set[str] = set()
-    active: list[str] = []
-    count = branches = 0
-    with path.open("wb") as out:
-        out.write(
-            serialize_line(new_session_header(new_session_id(), cwd="/bench", timestamp="2026-11-01T00:00:00.000Z"))
-        )
-
-        def append(body: dict[str, Any]) -> None:
-            nonlocal count, branches
-            if len(active) > 60 and rng.random() < 0.02:
-                abandoned = active[-1]
-                del active[len(active) - rng.randint(1, 60) :]
-                branches += 1
-                if rng.random() < 0.5:
-                    write({"type": "branch_summary", "fromId": abandoned, "summary": prose(rng, 60)})
-            write(body)
-
-        def write(body: dict[str, Any]) -> None:
-            nonlocal count
-            entry_id = new_entry_id(used)
-            used.add(entry_id)
-            stamp = start + timedelta(milliseconds=count * 250)
-            record = {
-                "type": body.pop("type"),
-                "id": entry_id,
-                "parentId": active[-1] if active else None,
-                "timestamp": stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z",
-                **body,
-            }
-            out.write(serialize_line(record))
-            active.append(entry_id)
-            count += 1
-
-        turn = 0
-        while count < total:
-            turn += 1
-            append(
-                {
-                    "type": "message",
-                    "message": {
-                        "role": "user",
-                        "content": [{"type": "text", "text": prose(rng, 25)}],
-                        "timestamp": turn,
-                    },
-                }
-            )
-            call_id = f"call_{turn}"
-            append(
-                {
-                    "type": "message",
-                    "message": {
-                        "role": "assistant",
-                        "content": [
-                            {"type": "thinking", "thinking": prose(rng, 15), "thinkingSignature": "sig"},
-                            {"type": "toolCall", "id": call_id, "name": "bash", "arguments": {"command": "ls -la"}},
-                        ],
-                        "api": "anthropic-messages",
-                        "provider": "anthropic",
-                        "model": "claude-sonnet-4-5",
-                        "usage": {
-                            "input": 1200,
-                            "output": 80,
-                            "cacheRead": 9000,
-                            "cacheWrite": 0,
-                            "totalTokens": 10280,
-                        },
-                        "stopReason": "toolUse",
-                        "timestamp": turn,
-                    },
-                }
-            )
-            append(
-                {
-                    "type": "message",
-                    "message": {
-                        "role": "toolResult",
-                        "toolCallId": call_id,
-                        "toolName": "bash",
-                        "content": [{"type": "text", "text": prose(rng, 50)}],
-                        "isError": False,
-                        "timestamp": turn,
-                    },
-                }
-            )
-            append(
-                {
-                    "type": "message",
-                    "message": {
-                        "role": "assistant",
-                        "content": [{"type": "text", "text": prose(rng, 35)}],
-                        "api": "anthropic-messages",
-                        "provider": "anthropic",
-                        "model": "claude-sonnet-4-5",
-                        "usage": {
-                            "input": 1300,
-                            "output": 200,
-                            "cacheRead": 9000,
-                            "cacheWrite": 0,
-                            "totalTokens": 10500,
-                        },
-                        "stopReason": "stop",
-                        "timestamp": turn,
-                    },
-                }
-            )
-            if turn % 30 == 0:
-                append({"type": "thinking_level_change", "thinkingLevel": rng.choice(["off", "low", "medium", "high"])})
-            if turn % 20 == 0:
-                append({"type": "label", "targetId": active[-4], "label": f"checkpoint {turn}"})
-    return {"entries": count, "branches": branches, "path": len(active)}
 
 
 def convert_to_v3(source: Path, target: Path) -> None:
@@ -272,19 +216,28 @@ def convert_to_v3(source: Path, target: Path) -> None:
 # --- measuring -----------------------------------------------------------------------
 
 
-def run(command: list[str]) -> dict[str, Any]:
+def run(command: list[str]) -> Any:
     done = subprocess.run(command, check=True, capture_output=True, cwd=REPO)
     return orjson.loads(done.stdout.splitlines()[-1])
 
 
 def measure(path: Path, session_id: str, rounds: int) -> dict[str, list[dict[str, Any]]]:
     pi = [str(NODE), str(PI_WORKER), str(path)]
-    ours = [sys.executable, str(Path(__file__).resolve()), "--worker", session_id]
-    results: dict[str, list[dict[str, Any]]] = {"pi": [], "ours": []}
+    script = str(Path(__file__).resolve())
+    ours = [sys.executable, script, "--worker", session_id]
+    commands = {
+        "pi": pi,
+        "ours": ours,
+        "open": [sys.executable, script, "--worker", session_id, "open"],
+        "decode": [sys.executable, script, "--decode", str(path)],
+    }
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
     for round_index in range(rounds):
-        order = [("pi", pi), ("ours", ours)] if round_index % 2 == 0 else [("ours", ours), ("pi", pi)]
-        for name, command in order:
-            results[name].append(run(command))
+        names = list(commands)
+        if round_index % 2:
+            names.reverse()
+        for name in names:
+            results[name].append(run(commands[name]))
     return results
 
 
@@ -292,37 +245,61 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):8.1f} ms [{min(values):.1f}-{max(values):.1f}]"
 
 
-def report(title: str, path: Path, results: dict[str, list[dict[str, Any]]]) -> tuple[float, float]:
+def report(title: str, path: Path, results: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
     pi_ms = [r["ms"] for r in results["pi"]]
     our_ms = [r["ms"] for r in results["ours"]]
     pi_cpu = [r["cpu_ms"] for r in results["pi"]]
     our_cpu = [r["cpu_ms"] for r in results["ours"]]
     pi_rss = statistics.median(r["maxrss_kib"] for r in results["pi"]) / MIB
     our_rss = statistics.median(r["maxrss_kib"] for r in results["ours"]) / MIB
+    after = statistics.median(r["rss_after_kib"] for r in results["ours"]) / MIB
     time_ratio = statistics.median(our_ms) / statistics.median(pi_ms)
     cpu_ratio = statistics.median(our_cpu) / statistics.median(pi_cpu)
+    size_mb = path.stat().st_size / 1e6
+    open_ms = statistics.median(r["ms"] for r in results["open"])
+    open_peak = statistics.median(r["maxrss_kib"] for r in results["open"]) / MIB
+    open_after = statistics.median(r["rss_after_kib"] for r in results["open"]) / MIB
+    decode_ms = statistics.median(r["ms"] for r in results["decode"])
     messages = {r["messages"] for r in results["pi"]} | {r["messages"] for r in results["ours"]}
+    cache = results["ours"][-1]["cache"]
     print(f"{title}: {path.stat().st_size / 1024 / 1024:.1f} MiB, context messages {sorted(messages)}")
     print(f"  time  median [min-max]: Pi {spread(pi_ms)}   ours {spread(our_ms)}   ratio ours/Pi {time_ratio:.2f}")
     print(f"  CPU   median [min-max]: Pi {spread(pi_cpu)}   ours {spread(our_cpu)}   ratio ours/Pi {cpu_ratio:.2f}")
     print(
         f"  peak RSS median:        Pi {pi_rss:8.1f} MiB   ours {our_rss:8.1f} MiB   ratio ours/Pi {our_rss / pi_rss:.2f}"
     )
+    print(
+        f"  ours after serving it: resident {after:.1f} MiB (VmRSS), keeping {cache['entries']:,} entries' skeleton "
+        f"and {cache['payloads']:,} payloads ({cache['payload_bytes'] / 1024 / 1024:.1f} MiB of lines)"
+    )
+    print(
+        f"  ours after an open alone (the index built, no payload read back): peak {open_peak:.1f} MiB, "
+        f"resident {open_after:.1f} MiB"
+    )
+    print(
+        f"  cold open: {open_ms:.1f} ms = {size_mb / open_ms * 1000:.0f} MB/s; plain orjson per line "
+        f"{decode_ms:.1f} ms = {size_mb / decode_ms * 1000:.0f} MB/s; open/decode {open_ms / decode_ms:.2f}"
+    )
     if len(messages) != 1:
         print("  WARNING: the two contexts differ in length")
-    return time_ratio, our_rss / pi_rss
+    return {"time": time_ratio, "rss": our_rss / pi_rss, "after": after, "open_vs_decode": open_ms / decode_ms}
 
 
 def main() -> int:
-    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
-        worker(sys.argv[2])
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--worker":
+        worker(sys.argv[2], *sys.argv[3:])
         return 0
-    if len(sys.argv) > 2 and sys.argv[1] == "--prepare":
-        prepare(sys.argv[2:])
+    if len(sys.argv) == 3 and sys.argv[1] == "--decode":
+        decode_worker(sys.argv[2])
+        return 0
+    if len(sys.argv) == 4 and sys.argv[1] == "--prepare":
+        prepare(sys.argv[2], [int(part) for part in sys.argv[3].split(",")])
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=7, help="measurements per side and file (default 7)")
-    parser.add_argument("--entries", type=int, default=100_000, help="size of the generated session (default 100000)")
+    parser.add_argument("--rounds", type=int, default=5, help="measurements per side and file (default 5)")
+    parser.add_argument(
+        "--sizes", default="1000,10000,100000", help="entries of the generated sessions (default 1000,10000,100000)"
+    )
     args = parser.parse_args()
     if not NODE.is_file() or not PI_WORKER.is_file():
         print("interop/ is not installed: run `make interop` first", file=sys.stderr)
@@ -334,29 +311,26 @@ def main() -> int:
     print(
         f"Pi {version} on node {node_version}; ours on python {sys.version.split()[0]}; {args.rounds} rounds, alternating"
     )
+    print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs")
     summary: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         storage_env(Path(tmp))
-        files: list[tuple[str, str, Path]] = []
-        fixture = fixtures_dir() / "large-session.jsonl"
-        if fixture.is_file():
-            converted = Path(tmp) / "large-session-v3.jsonl"
-            convert_to_v3(fixture, converted)
-            files.append(("large-session", "large-session.jsonl (Pi's, as v3)", converted))
-        else:
-            print(f"large-session.jsonl not found in {fixture.parent} (set SESSIONTREE_PI_FIXTURES); skipped")
-        generated = Path(tmp) / "generated.jsonl"
-        facts = generate_session(generated, args.entries)
-        print(
-            f"generated: {facts['entries']:,} entries, {facts['branches']:,} branch points, active path {facts['path']:,} entries"
-        )
-        label = f"generated-{args.entries // 1000}k"
-        files.append((label, f"{label} (v3, 2% branching)", generated))
-        session_ids = run([sys.executable, str(Path(__file__).resolve()), "--prepare", *(str(f[2]) for f in files)])
-        for (name, title, path), session_id in zip(files, session_ids, strict=True):
-            time_ratio, rss_ratio = report(title, path, measure(path, session_id, args.rounds))
-            summary.append(f"{name} time {time_ratio:.2f}x, RSS {rss_ratio:.2f}x")
-    print("summary (ours/Pi; targets: time <= 0.5x on both, RSS <= 1.0x at 100k): " + "; ".join(summary))
+        if not (fixtures_dir() / "large-session.jsonl").is_file():
+            print(f"large-session.jsonl not found in {fixtures_dir()} (set SESSIONTREE_PI_FIXTURES); skipped")
+        made = run([sys.executable, str(Path(__file__).resolve()), "--prepare", tmp, args.sizes])
+        for item in made:
+            if item["note"]:
+                print(item["note"])
+        for item in made:
+            path = Path(item["path"])
+            ratios = report(item["title"], path, measure(path, item["session_id"], args.rounds))
+            summary.append(
+                f"{item['name']} time {ratios['time']:.2f}x, peak RSS {ratios['rss']:.2f}x, "
+                f"resident after {ratios['after']:.0f} MiB, open/decode {ratios['open_vs_decode']:.2f}"
+            )
+    print("summary (ours/Pi; targets: time <= 0.5x, peak RSS <= 1.0x):")
+    for line in summary:
+        print("  " + line)
     return 0
 
 

@@ -301,6 +301,13 @@ SESSIONTREE_MAX_METADATA_BYTES = int(os.environ.get("SESSIONTREE_MAX_METADATA_BY
 SESSIONTREE_RETRY_AFTER_SECONDS = int(os.environ.get("SESSIONTREE_RETRY_AFTER_SECONDS", "2"))
 # "always" fsyncs every appended line; "never" leaves it to the OS.
 SESSIONTREE_FSYNC = os.environ.get("SESSIONTREE_FSYNC", "never")
+# What one process keeps of `file` sessions (see docs/architecture.md, "Memory of a
+# worker"): the skeletons of at most this many sessions, with at most this many
+# entries in all (the most recently used session is always kept), and decoded
+# payloads up to this many bytes of their JSON lines.
+SESSIONTREE_FILE_CACHE_SESSIONS = int(os.environ.get("SESSIONTREE_FILE_CACHE_SESSIONS", "16"))
+SESSIONTREE_FILE_CACHE_ENTRIES = int(os.environ.get("SESSIONTREE_FILE_CACHE_ENTRIES", "2000000"))
+SESSIONTREE_FILE_CACHE_BYTES = int(os.environ.get("SESSIONTREE_FILE_CACHE_BYTES", str(16 * 1024 * 1024)))
 
 # Summarizer back end: "extractive" (offline, deterministic, the default) or
 # "openai" (any OpenAI-compatible chat-completions server).

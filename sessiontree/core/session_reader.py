@@ -184,6 +184,11 @@ class SessionReader:
     whole line read), ``malformed_lines`` and ``stray_header_lines``
     (1-based line numbers), ``torn_bytes`` (after the last whole line, once
     the file's end was fed) and ``not_a_session``.
+
+    ``spans``: when given a list, each entry handed on adds its line's
+    offset in the file and length (without the newline) to it, two ints an
+    entry, in the same order: what a caller needs to read the entry again
+    by itself.
     """
 
     __slots__ = (
@@ -194,14 +199,22 @@ class SessionReader:
         "malformed_lines",
         "not_a_session",
         "offset",
+        "spans",
         "stray_header_lines",
         "torn_bytes",
         "unreadable_header",
     )
 
     def __init__(
-        self, *, offset: int = 0, line: int = 1, after_header: bool = False, keep_headers: bool = False
+        self,
+        *,
+        offset: int = 0,
+        line: int = 1,
+        after_header: bool = False,
+        keep_headers: bool = False,
+        spans: list[int] | None = None,
     ) -> None:
+        self.spans = spans
         self.header: dict[str, Any] | None = None
         self.offset = offset
         self.line = line
@@ -260,27 +273,59 @@ class SessionReader:
                 self.line += start
                 self.offset += min(complete, sum(len(line) + 1 for line in lines[:start]))
                 return entries
+        if self.spans is not None:
+            self._feed_with_spans(lines, start, first, entries, self.spans)
+        else:
+            malformed = self.malformed_lines.append
+            append = entries.append
+            loads = orjson.loads
+            with gc_paused():
+                for number, line in enumerate(lines[start:] if start else lines, first + start):
+                    try:
+                        value = loads(line)
+                    except orjson.JSONDecodeError:
+                        value = _decode_slowly(line)
+                        if value is BLANK:
+                            continue
+                    if type(value) is dict:
+                        if value.get("type") != "session" or self.keep_headers:
+                            append(value)
+                        else:
+                            self.stray_header_lines.append(number)
+                    else:
+                        malformed(number)
+        self.line += len(lines)
+        self.offset += complete
+        return entries
+
+    def _feed_with_spans(
+        self, lines: list[bytes], start: int, first: int, entries: list[Entry], spans: list[int]
+    ) -> None:
+        """``feed``'s loop, noting where each entry's line lies in the file."""
+        position = self.offset + sum(len(line) + 1 for line in lines[:start]) if start else self.offset
         malformed = self.malformed_lines.append
         append = entries.append
+        span = spans.extend
         loads = orjson.loads
         with gc_paused():
             for number, line in enumerate(lines[start:] if start else lines, first + start):
+                length = len(line)
                 try:
                     value = loads(line)
                 except orjson.JSONDecodeError:
                     value = _decode_slowly(line)
                     if value is BLANK:
+                        position += length + 1
                         continue
                 if type(value) is dict:
                     if value.get("type") != "session" or self.keep_headers:
                         append(value)
+                        span((position, length))
                     else:
                         self.stray_header_lines.append(number)
                 else:
                     malformed(number)
-        self.line += len(lines)
-        self.offset += complete
-        return entries
+                position += length + 1
 
     def _read_header(self, lines: list[bytes], first: int) -> int:
         """Read lines up to the one that decides: the header, or the first

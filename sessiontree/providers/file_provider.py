@@ -24,8 +24,11 @@ row has once they are committed), removed after the commit. Whoever locks the
 file next and finds an intent asks the row (waiting for the dead writer's
 transaction to end): committed, the lines stay; not, they are cut off.
 
-Each process caches the parsed index of every file it has read, keyed by
-(inode, size, mtime); when the file grew, only the appended tail is read.
+Each process caches the index of the files it has read, keyed by (inode,
+size, mtime); when the file grew, only the appended tail is read. The index
+is the file's skeleton (ids, parents, types, each line's offset and length),
+not its payloads: those are read again with ``pread`` on demand, the most
+recent ones kept decoded within a byte budget (``_Payloads``).
 """
 
 from __future__ import annotations
@@ -35,13 +38,17 @@ import fcntl
 import functools
 import glob
 import hashlib
+import itertools
 import logging
 import os
 import stat
+import sys
 import threading
+from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -64,7 +71,7 @@ from sessiontree.core.errors import (
     StorageUnavailable,
 )
 from sessiontree.core.ids import new_entry_id
-from sessiontree.core.path import EntryParents, TreeStats, tree_stats
+from sessiontree.core.path import TreeStats, tree_stats
 from sessiontree.core.path_facts import PathFacts, child_facts, context_path_in_memory
 from sessiontree.core.pi_session_file import append_lines, migrate_to_current_version, serialize_file, serialize_line
 from sessiontree.core.session_reader import (
@@ -104,61 +111,307 @@ logger = logging.getLogger(__name__)
 
 # --- the per-process index of a file -------------------------------------------------
 
+# What a process keeps of a session file is its skeleton (ids, parents, types,
+# where each line lies); payloads are read again from the file on demand and a
+# bounded number of them stay decoded (``_Payloads``).
+DEFAULT_CACHE_BYTES = 16 * 1024 * 1024
+DEFAULT_CACHE_SESSIONS = 16
+DEFAULT_CACHE_ENTRIES = 2_000_000
+# Lines read together by one pread when an id list names entries close in the file.
+_RUN_GAP = 64 * 1024
+_RUN_BYTES = 8 * 1024 * 1024
+_tokens = itertools.count(1)
+# A load reads (and decodes) the file this much at a time: small enough that
+# what a chunk decodes to is dropped while still in the processor's cache.
+_LOAD_CHUNK = 256 * 1024
 
-@dataclass
+
 class FileIndex:
-    """What a process knows of one session file."""
+    """What a process knows of one session file: its header and skeleton.
 
-    inode: int
-    size: int
-    mtime_ns: int
-    offset: int  # bytes consumed: everything up to the last complete line
-    header: dict[str, Any]
-    entries: list[Entry] = field(default_factory=list)
-    by_id: dict[str, Entry] = field(default_factory=dict)
-    # For the tree stats, kept as entries arrive: ids that have a child.
-    with_children: set[str] = field(default_factory=set)
-    compactions: int = 0
-    first_root: str | None = None
-    # Each entry's path facts (core/path_facts.py), computed as entries arrive.
-    facts: dict[str, PathFacts] = field(default_factory=dict)
+    Per entry, in append order: its id, ``parentId``, ``type`` and where its
+    line lies in the file (offset and length). No payload is kept here: an
+    entry is read again from its line (``_Payloads`` keeps the most recent
+    ones decoded, within a bound). Entries enter only through ``extend``."""
 
-    def extend(self, entries: list[Entry]) -> None:
-        """Add entries read or written after the ones known, all or none: a
-        refused tail leaves the index as it was, so the same error (naming the
-        same entry) comes back on the next read."""
-        seen: set[str] = set()
-        for entry in entries:
-            entry_id = entry.get("id")
-            if not isinstance(entry_id, str):
-                raise CorruptSessionTree(f"Entry without a string id in session {self.header.get('id')}")
-            if entry_id in self.by_id or entry_id in seen:
-                raise CorruptSessionTree(f"Duplicate entry id {entry_id} in session {self.header.get('id')}")
-            seen.add(entry_id)
-        for entry in entries:
-            entry_id = entry["id"]
+    __slots__ = (
+        "compactions",
+        "facts",
+        "first_root",
+        "has_child",
+        "header",
+        "ids",
+        "inode",
+        "lengths",
+        "mtime_ns",
+        "offset",
+        "offsets",
+        "parents",
+        "position",
+        "size",
+        "token",
+        "types",
+        "with_children",
+    )
+
+    def __init__(self, *, inode: int, size: int, mtime_ns: int, offset: int, header: dict[str, Any]) -> None:
+        self.inode = inode
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self.offset = offset  # bytes consumed: everything up to the last complete line
+        self.header = header
+        self.token = next(_tokens)  # names this index's payloads in the process's cache
+        self.ids: list[str] = []
+        self.position: dict[str, int] = {}
+        self.parents: list[str | None] = []
+        self.types: list[Any] = []
+        self.offsets = array("q")
+        self.lengths = array("q")
+        self.has_child = bytearray()
+        self.with_children = 0  # for the tree stats: how many entries have a child
+        self.compactions = 0
+        self.first_root: str | None = None
+        # Each entry's path facts (core/path_facts.py), computed as entries arrive.
+        self.facts: dict[str, PathFacts] = {}
+
+    def extend(self, entries: Sequence[Entry], spans: Sequence[int], *, keep: bool = True) -> None:
+        """Add entries read or written after the ones known, with where each
+        one's line lies (``spans``: offset, length, two ints an entry), all
+        or none: a refused tail leaves the index as it was, so the same error
+        (naming the same entry) comes back on the next read. ``keep``: the
+        decoded entries go to the payload cache (the newest that fit)."""
+        if not entries:
+            return
+        if len(spans) != 2 * len(entries):
+            raise ValueError("two span ints per entry")
+        position, ids, parents, types, has_child = self.position, self.ids, self.parents, self.types, self.has_child
+        facts = self.facts
+        new_ids: list[Any] = [entry.get("id") for entry in entries]
+        if (
+            not all(type(entry_id) is str for entry_id in new_ids)
+            or len(set(new_ids)) != len(new_ids)
+            or not position.keys().isdisjoint(new_ids)
+        ):
+            self._refuse(new_ids)
+        base = len(ids)
+        intern = sys.intern
+        has_child.extend(bytes(len(entries)))
+        add_id, add_parent, add_type = ids.append, parents.append, types.append
+        at = base
+        for entry_id, entry in zip(new_ids, entries, strict=True):
             parent_id = entry.get("parentId")
-            if parent_id is not None and parent_id in self.by_id:
-                self.with_children.add(parent_id)
+            parent_at = position.get(parent_id) if parent_id is not None else None
+            if parent_at is not None:
+                parent_id = ids[parent_at]  # one string object per id
+                if not has_child[parent_at]:
+                    has_child[parent_at] = 1
+                    self.with_children += 1
             elif self.first_root is None:
                 self.first_root = entry_id
-            if entry.get("type") == "compaction":
-                self.compactions += 1
-            self.entries.append(entry)
-            self.by_id[entry_id] = entry
-            self.facts[entry_id] = child_facts(entry, self.facts)
+            entry_type = entry.get("type")
+            if entry_type.__class__ is str:
+                entry_type = intern(entry_type)
+                if entry_type == "compaction":
+                    self.compactions += 1
+            position[entry_id] = at
+            facts[entry_id] = child_facts(entry, facts)
+            add_id(entry_id)
+            add_parent(parent_id)
+            add_type(entry_type)
+            at += 1
+        self.offsets.extend(spans[0::2])
+        self.lengths.extend(spans[1::2])
+        if keep:
+            _payloads.keep_many(self.token, list(zip(range(base, at), entries, spans[1::2], strict=True)))
+
+    def _refuse(self, new_ids: list[Any]) -> None:
+        """The error naming the first entry that cannot join the index."""
+        seen: set[str] = set()
+        for entry_id in new_ids:
+            if not isinstance(entry_id, str):
+                raise CorruptSessionTree(f"Entry without a string id in session {self.header.get('id')}")
+            if entry_id in self.position or entry_id in seen:
+                raise CorruptSessionTree(f"Duplicate entry id {entry_id} in session {self.header.get('id')}")
+            seen.add(entry_id)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.position
+
+    def parent_of(self, entry_id: str) -> str | None:
+        return self.parents[self.position[entry_id]]
+
+    def has_children(self, entry_id: str) -> bool:
+        at = self.position.get(entry_id)
+        return at is not None and bool(self.has_child[at])
+
+    @property
+    def last_id(self) -> str | None:
+        return self.ids[-1] if self.ids else None
 
     @property
     def stats(self) -> TreeStats:
-        count = len(self.entries)
-        return TreeStats(count, count - len(self.with_children), self.compactions, self.first_root)
+        count = len(self.ids)
+        return TreeStats(count, count - self.with_children, self.compactions, self.first_root)
+
+    # --- payloads, read again from the file ------------------------------------------
+    def read(self, fd: int, positions: Sequence[int]) -> list[Entry]:
+        """The entries at ``positions`` (in that order), from the cache or
+        their lines in the file open as ``fd``; lines close together are
+        read with one ``pread``."""
+        found: list[Entry | None] = _payloads.get_many(self.token, positions)
+        missing = sorted({at for at, entry in zip(positions, found, strict=True) if entry is None})
+        if missing:
+            read = dict(self._read_lines(fd, missing))
+            found = [entry if entry is not None else read[at] for at, entry in zip(positions, found, strict=True)]
+        return found  # type: ignore[return-value]
+
+    def iter_all(self, fd: int, positions: Sequence[int] | None = None) -> Iterator[Entry]:
+        """Every entry (or those at ``positions``, ascending) in append
+        order, read in bounded runs (never the whole file at once)."""
+        wanted = range(len(self.ids)) if positions is None else positions
+        step = 4096
+        for start in range(0, len(wanted), step):
+            yield from self.read(fd, wanted[start : start + step])
+
+    def _read_lines(self, fd: int, positions: list[int]) -> Iterator[tuple[int, Entry]]:
+        """(position, entry) for ``positions`` (ascending), decoded from the file."""
+        offsets, lengths = self.offsets, self.lengths
+        kept: list[tuple[int, Entry, int]] = []
+        run_start = 0
+        total = len(positions)
+        with gc_paused():
+            while run_start < total:
+                first = positions[run_start]
+                begin = offsets[first]
+                end = begin + lengths[first]
+                run_end = run_start + 1
+                while run_end < total:
+                    at = positions[run_end]
+                    if offsets[at] - end > _RUN_GAP or offsets[at] + lengths[at] - begin > _RUN_BYTES:
+                        break
+                    end = max(end, offsets[at] + lengths[at])
+                    run_end += 1
+                data = os.pread(fd, end - begin, begin)
+                view = memoryview(data)
+                for at in positions[run_start:run_end]:
+                    start = offsets[at] - begin
+                    length = lengths[at]
+                    entry = _decode_entry_line(view[start : start + length])
+                    if type(entry) is not dict or entry.get("id") != self.ids[at]:
+                        raise CorruptSessionTree(
+                            f"Entry {self.ids[at]} of session {self.header.get('id')} changed in its file "
+                            "after it was read"
+                        )
+                    kept.append((at, entry, length))
+                    yield at, entry
+                run_start = run_end
+        _payloads.keep_many(self.token, kept)
+
+
+_types: dict[Any, Any] = {}
+
+
+def _intern_type(entry_type: Any) -> Any:
+    """One string object per entry type (a million entries share a handful)."""
+    if type(entry_type) is not str:
+        return entry_type
+    return _types.setdefault(entry_type, entry_type) if len(_types) < 1024 else entry_type
+
+
+def _decode_entry_line(line: memoryview) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return decode_line(bytes(line))
+
+
+class _Payloads:
+    """The decoded entries a process keeps, least recently used first out,
+    within ``SESSIONTREE_FILE_CACHE_BYTES`` (counted as the bytes of their
+    lines; decoded, an entry takes about twice that). Keyed by (index
+    token, position): an index dropped or replaced leaves its entries to age out."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[tuple[int, int], tuple[Entry, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def budget() -> int:
+        return int(getattr(settings, "SESSIONTREE_FILE_CACHE_BYTES", DEFAULT_CACHE_BYTES))
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def drop(self, token: int) -> None:
+        """Forget every entry of one index (a file rewritten, cut or dropped:
+        an erased entry's old content must not linger in memory either)."""
+        with self._lock:
+            stale = [key for key in self._entries if key[0] == token]
+            for key in stale:
+                self._bytes -= self._entries.pop(key)[1]
+
+    def get_many(self, token: int, positions: Sequence[int]) -> list[Entry | None]:
+        entries = self._entries
+        found: list[Entry | None] = []
+        with self._lock:
+            for at in positions:
+                key = (token, at)
+                kept = entries.get(key)
+                if kept is None:
+                    found.append(None)
+                else:
+                    entries.move_to_end(key)
+                    found.append(kept[0])
+        return found
+
+    def keep_many(self, token: int, items: Sequence[tuple[int, Entry, int]]) -> None:
+        """Keep (position, entry, line length) items, the last ones most
+        recent; only the newest that fit in the budget are kept at all."""
+        budget = self.budget()
+        if budget <= 0 or not items:
+            return
+        first = len(items)
+        total = 0
+        while first > 0 and total + items[first - 1][2] <= budget:
+            first -= 1
+            total += items[first][2]
+        entries = self._entries
+        with self._lock:
+            for at, entry, length in items[first:] if first else items:
+                key = (token, at)
+                old = entries.pop(key, None)
+                if old is not None:
+                    self._bytes -= old[1]
+                entries[key] = (entry, length)
+                self._bytes += length
+            while self._bytes > budget and entries:
+                _key, (_entry, length) = entries.popitem(last=False)
+                self._bytes -= length
+
+
+_payloads = _Payloads()
 
 
 class _FileReplaced(Exception):
     """Another process renamed a migrated file over the one we opened."""
 
 
-_cache: dict[str, FileIndex] = {}
+# The indexes of the files this process read, most recently used last, at most
+# ``SESSIONTREE_FILE_CACHE_SESSIONS`` of them.
+_cache: OrderedDict[str, FileIndex] = OrderedDict()
 _cache_lock = threading.Lock()
 # Session id → its file, as the meta row last said: lets a write lock the file
 # before its one read of the row (which then confirms the path, or the write
@@ -172,11 +425,53 @@ def clear_index_cache() -> None:
     with _cache_lock:
         _cache.clear()
         _paths.clear()
+    _payloads.clear()
+
+
+def _cached_index(key: str) -> FileIndex | None:
+    with _cache_lock:
+        index = _cache.get(key)
+        if index is not None:
+            _cache.move_to_end(key)
+        return index
+
+
+def _keep_index(key: str, index: FileIndex) -> None:
+    """Cache ``index`` as the most recently used; the least recently used
+    go while more than ``SESSIONTREE_FILE_CACHE_SESSIONS`` indexes or
+    ``SESSIONTREE_FILE_CACHE_ENTRIES`` entries in all are kept."""
+    sessions = max(1, int(getattr(settings, "SESSIONTREE_FILE_CACHE_SESSIONS", DEFAULT_CACHE_SESSIONS)))
+    entries = int(getattr(settings, "SESSIONTREE_FILE_CACHE_ENTRIES", DEFAULT_CACHE_ENTRIES))
+    with _cache_lock:
+        _cache[key] = index
+        _cache.move_to_end(key)
+        total = sum(len(kept) for kept in _cache.values())
+        dropped: list[FileIndex] = []
+        while len(_cache) > 1 and (len(_cache) > sessions or total > entries):
+            dropped.append(_cache.popitem(last=False)[1])
+            total -= len(dropped[-1])
+    for gone in dropped:
+        _payloads.drop(gone.token)
+
+
+def cache_usage() -> dict[str, int]:
+    """What this process keeps of session files: indexes, their entries, and
+    the decoded payloads (count and bytes of their lines)."""
+    with _cache_lock:
+        indexes = list(_cache.values())
+    return {
+        "sessions": len(indexes),
+        "entries": sum(len(index) for index in indexes),
+        "payloads": len(_payloads),
+        "payload_bytes": _payloads.size_bytes,
+    }
 
 
 def _forget(path: Path) -> None:
     with _cache_lock:
-        _cache.pop(str(path), None)
+        index = _cache.pop(str(path), None)
+    if index is not None:
+        _payloads.drop(index.token)
 
 
 def _known_path(session_id: str) -> Path | None:
@@ -205,30 +500,61 @@ def _forget_path(session_id: str) -> None:
         _paths.pop(session_id, None)
 
 
-class _Overlay(Mapping[str, Entry]):
-    """``base`` (the file's index) with a few entries on top (in flight, not yet written)."""
+class _Entries(Mapping[str, Entry]):
+    """A file's entries by id, read on demand (``FileIndex.read``), with a
+    few entries on top (in flight, or written by this unit and not yet in
+    the file's index). ``in`` asks the skeleton only."""
 
-    __slots__ = ("_base", "_top")
+    __slots__ = ("_fd", "_index", "_top")
 
-    def __init__(self, top: Mapping[str, Entry], base: Mapping[str, Entry]) -> None:
+    def __init__(self, index: FileIndex, fd: int, top: Mapping[str, Entry]) -> None:
+        self._index = index
+        self._fd = fd
         self._top = top
-        self._base = base
 
     def __getitem__(self, key: str) -> Entry:
-        try:
-            return self._top[key]
-        except KeyError:
-            return self._base[key]
+        found = self._top.get(key)
+        if found is not None:
+            return found
+        at = self._index.position[key]
+        return self._index.read(self._fd, [at])[0]
 
     def __contains__(self, key: object) -> bool:
-        return key in self._top or key in self._base
+        return key in self._top or key in self._index.position
 
     def __iter__(self) -> Iterator[str]:
-        yield from self._base
-        yield from (key for key in self._top if key not in self._base)
+        yield from self._index.ids
+        yield from (key for key in self._top if key not in self._index.position)
 
     def __len__(self) -> int:
-        return len(self._base) + sum(1 for key in self._top if key not in self._base)
+        return len(self._index.ids) + sum(1 for key in self._top if key not in self._index.position)
+
+
+class _Parents(Mapping[str, Any]):
+    """``entry id → parentId`` from a file's skeleton (no payload read),
+    with the entries on top of it, iterated in append order."""
+
+    __slots__ = ("_index", "_top")
+
+    def __init__(self, index: FileIndex, top: Mapping[str, Entry]) -> None:
+        self._index = index
+        self._top = top
+
+    def __getitem__(self, key: str) -> Any:
+        at = self._index.position.get(key)
+        if at is not None:
+            return self._index.parents[at]
+        return self._top[key].get("parentId")
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index.position or key in self._top
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._index.ids
+        yield from (key for key in self._top if key not in self._index.position)
+
+    def __len__(self) -> int:
+        return len(self._index.ids) + sum(1 for key in self._top if key not in self._index.position)
 
 
 # --- the session's meta row, read without the ORM (the hot path) ----------------------
@@ -271,9 +597,9 @@ def _state(row: _Row, index: FileIndex) -> SessionState:
     if in_flight is not None:
         leaf: str | None = in_flight["id"]
     elif stats.entry_count != recorded.entry_count or (
-        recorded.leaf_entry_id is not None and recorded.leaf_entry_id not in index.by_id
+        recorded.leaf_entry_id is not None and recorded.leaf_entry_id not in index
     ):
-        leaf = index.entries[-1]["id"] if index.entries else None
+        leaf = index.last_id
     else:
         leaf = recorded.leaf_entry_id
     return SessionState(
@@ -301,19 +627,25 @@ def _tree_fields(state: SessionState | meta.MetaRow) -> TreeFields:
 
 
 class FileView:
-    """One session's file and row, read under a shared lock."""
+    """One session's file and row, read under a shared lock (``fd`` is the
+    file, open while the view is used: payloads are read from it)."""
 
-    def __init__(self, row: _Row, index: FileIndex) -> None:
+    def __init__(self, row: _Row, index: FileIndex, fd: int) -> None:
         self.row = row
         self.index = index
+        self.fd = fd
         self.in_flight_entry: Entry | None = row.in_flight_entry
         self.state = _state(row, index)
         self.written_at: Any = None  # the row's new updated_at, once a write stored it
 
-    def _by_id(self) -> Mapping[str, Entry]:
+    def _top(self) -> Mapping[str, Entry]:
+        """Entries not in the file's index: the in-flight one."""
         if self.in_flight_entry is None:
-            return self.index.by_id
-        return _Overlay({self.in_flight_entry["id"]: self.in_flight_entry}, self.index.by_id)
+            return {}
+        return {self.in_flight_entry["id"]: self.in_flight_entry}
+
+    def _by_id(self) -> Mapping[str, Entry]:
+        return _Entries(self.index, self.fd, self._top())
 
     def session(self) -> SessionTreeSession:
         """The row as stored, the tree as the file says."""
@@ -323,25 +655,47 @@ class FileView:
         return MetaRecount(_tree_fields(self.row.meta), _tree_fields(self.state), self.row.meta.title)
 
     def parents(self) -> Mapping[str, Any]:
-        return EntryParents(self._by_id())
+        return _Parents(self.index, self._top())
 
     def entries(self, ids: Sequence[str]) -> list[Entry]:
-        by_id = self._by_id()
-        return [by_id[entry_id] for entry_id in ids]
+        top = self._top()
+        position = self.index.position
+        if not top:
+            return self.index.read(self.fd, [position[entry_id] for entry_id in ids])
+        stored = self.index.read(self.fd, [position[entry_id] for entry_id in ids if entry_id not in top])
+        found = iter(stored)
+        return [top[entry_id] if entry_id in top else next(found) for entry_id in ids]
+
+    def _top_in_order(self) -> list[Entry]:
+        """The entries on top of the file's, in the order they came."""
+        return [self.in_flight_entry] if self.in_flight_entry is not None else []
 
     def all_entries(self, types: Collection[str] | None = None) -> list[Entry]:
-        entries = self.index.entries
-        if self.in_flight_entry is not None:
-            entries = [*entries, self.in_flight_entry]
+        index = self.index
         if types is None:
-            return list(entries)
-        return [entry for entry in entries if entry.get("type") in types]
+            stored = list(index.iter_all(self.fd))
+        else:
+            wanted = set(types)
+            stored = list(index.iter_all(self.fd, [at for at, kind in enumerate(index.types) if kind in wanted]))
+        top = [entry for entry in self._top_in_order() if entry["id"] not in index.position]
+        if types is not None:
+            top = [entry for entry in top if entry.get("type") in types]
+        return [*stored, *top]
+
+    def iter_stored(self) -> Iterator[Entry]:
+        """The file's entries in append order, read in bounded runs."""
+        return self.index.iter_all(self.fd)
 
     def get(self, entry_id: str) -> Entry | None:
-        return self._by_id().get(entry_id)
+        top = self._top()
+        if entry_id in top:
+            return top[entry_id]
+        at = self.index.position.get(entry_id)
+        return self.index.read(self.fd, [at])[0] if at is not None else None
 
     def context_entries(self, leaf_entry_id: str) -> list[Entry] | None:
-        """The entries the context at ``leaf_entry_id`` needs, from the index's path facts."""
+        """The entries the context at ``leaf_entry_id`` needs, from the index's
+        path facts (their lines read by offset, nothing else)."""
         return context_path_in_memory(leaf_entry_id, self._facts_of, self._by_id())
 
     def _facts_of(self, entry_id: str) -> PathFacts | None:
@@ -356,18 +710,19 @@ class FileView:
 class FileWrite(FileView):
     """One session locked for writing: lines to append, the row to update."""
 
-    def __init__(self, row: _Row, index: FileIndex) -> None:
-        super().__init__(row, index)
+    def __init__(self, row: _Row, index: FileIndex, fd: int) -> None:
+        super().__init__(row, index, fd)
         self.pending: list[tuple[Entry, bytes]] = []
         self.pending_by_id: dict[str, Entry] = {}
         self.pending_with_children: set[str] = set()
         self.row_changed = False
 
-    def _by_id(self) -> Mapping[str, Entry]:
+    def _top(self) -> Mapping[str, Entry]:
+        if self.in_flight_entry is None:
+            return self.pending_by_id
         top = dict(self.pending_by_id)
-        if self.in_flight_entry is not None:
-            top[self.in_flight_entry["id"]] = self.in_flight_entry
-        return _Overlay(top, self.index.by_id) if top else self.index.by_id
+        top[self.in_flight_entry["id"]] = self.in_flight_entry
+        return top
 
     def new_entry_id(self) -> str:
         return new_entry_id(self._by_id())
@@ -378,7 +733,7 @@ class FileWrite(FileView):
             state.branch_count += 1
             if state.root_entry_id is None:
                 state.root_entry_id = entry["id"]
-        elif parent_id in self.index.with_children or parent_id in self.pending_with_children:
+        elif self.index.has_children(parent_id) or parent_id in self.pending_with_children:
             state.branch_count += 1  # a sibling: one more tip
         else:
             self.pending_with_children.add(parent_id)  # the parent stops being a tip
@@ -435,8 +790,8 @@ class FileWrite(FileView):
         between its line and its row update). This unit's row update
         records them, so this unit indexes them."""
         recorded = self.row.meta.entry_count
-        entries = self.index.entries
-        return entries[recorded:] if len(entries) > recorded else []
+        index = self.index
+        return index.read(self.fd, range(recorded, len(index))) if len(index) > recorded else []
 
     def row_params(self) -> list[Any]:
         state = self.state
@@ -500,41 +855,65 @@ class FileStorage:
         """The up-to-date index of the file open as ``fd`` (cached, tail-read)."""
         st = os.fstat(fd)
         key = str(path)
-        with _cache_lock:
-            cached = _cache.get(key)
+        cached = _cached_index(key)
         if cached is not None and cached.inode == st.st_ino and st.st_size >= cached.size:
             if st.st_size == cached.size and st.st_mtime_ns == cached.mtime_ns:
                 return cached
-            reader = SessionReader(offset=cached.offset, after_header=True)
+            spans: list[int] = []
+            reader = SessionReader(offset=cached.offset, after_header=True, spans=spans)
             tail: list[Entry] = []
             for chunk_entries, _ in read_chunks(fd, reader, size=st.st_size):
                 tail += chunk_entries
-            cached.extend(tail)
+            cached.extend(tail, spans)
             cached.offset = reader.offset
             cached.size, cached.mtime_ns = st.st_size, st.st_mtime_ns
             return cached
+        if cached is not None:  # replaced (an erase, a migration) or cut: its payloads are stale
+            _forget(path)
         index = self._load(path, fd, st)
-        with _cache_lock:
-            _cache[key] = index
+        _keep_index(key, index)
         return index
 
     def _load(self, path: Path, fd: int, st: os.stat_result) -> FileIndex:
-        reader = SessionReader()
-        entries: list[Entry] = []
-        # The index is cached and long-lived: what is decoded goes straight to
-        # the oldest collector generation instead of being walked on the way.
+        """One pass over the file: each chunk's entries enter the index (which
+        keeps their skeleton and lines' places) and are dropped, but for the
+        newest ones the payload cache keeps."""
+        spans: list[int] = []
+        reader = SessionReader(spans=spans)
+        index: FileIndex | None = None
+        budget = _payloads.budget()
+        # The newest chunks' entries, for the payload cache: (first position, entries, line lengths, bytes).
+        newest: list[tuple[int, list[Entry], list[int], int]] = []
+        # What the payload cache keeps is long-lived: it goes straight to the
+        # oldest collector generation instead of being walked on the way.
         with gc_paused(promote=True):
-            for chunk_entries, _ in read_chunks(fd, reader, size=st.st_size):
-                entries += chunk_entries
-        header, complete = reader.header, reader.offset
-        if header is None:
-            raise CorruptSessionTree(f"{path.name} is not a Pi session file ({reader.reason})")
-        if migrate_to_current_version([header, *entries]):
-            header, entries = self._migrate(path, fd, st)
-            st = os.stat(path)
-            complete = st.st_size
-        index = FileIndex(inode=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns, offset=complete, header=header)
-        index.extend(entries)
+            for chunk_entries, _ in read_chunks(fd, reader, size=st.st_size, chunk_bytes=_LOAD_CHUNK):
+                if index is None:
+                    header = reader.header
+                    if header is None:
+                        continue  # no header yet (lines Pi skips before it)
+                    if migrate_to_current_version([dict(header)]):
+                        # Rewritten as v3 (under the exclusive lock): read anew.
+                        self._migrate(path, fd, st)
+                        raise _FileReplaced
+                    index = FileIndex(
+                        inode=st.st_ino, size=st.st_size, mtime_ns=st.st_mtime_ns, offset=0, header=header
+                    )
+                first = len(index)
+                index.extend(chunk_entries, spans, keep=False)
+                if budget > 0 and chunk_entries:
+                    lengths = spans[1::2]
+                    newest.append((first, chunk_entries, lengths, sum(lengths)))
+                    while len(newest) > 1 and sum(chunk[3] for chunk in newest[1:]) >= budget:
+                        newest.pop(0)  # the rest holds the budget's worth already
+                spans.clear()
+            if index is None:
+                raise CorruptSessionTree(f"{path.name} is not a Pi session file ({reader.reason})")
+            for first, chunk_entries, lengths, _size in newest:
+                _payloads.keep_many(
+                    index.token, list(zip(range(first, first + len(lengths)), chunk_entries, lengths, strict=True))
+                )
+        index.offset = reader.offset
         return index
 
     def _migrate(self, path: Path, fd: int, st: os.stat_result) -> tuple[dict[str, Any], list[Entry]]:
@@ -637,7 +1016,7 @@ class FileStorage:
         path = self._path(row)
         with self._open(path, row.session_id, exclusive=False) as (_fd, index):
             _remember_path(row.session_id, path)
-            yield FileView(row, index)
+            yield FileView(row, index, _fd)
 
     def session(self, session_id: str) -> SessionTreeSession:
         """The session's meta with the leaf and counts as its file says; as
@@ -679,7 +1058,7 @@ class FileStorage:
                         path, confirmed = actual, True
                         continue
                     _remember_path(session_id, path)
-                    txn = FileWrite(row, index)
+                    txn = FileWrite(row, index, fd)
                     result = work(txn)
                     if txn.row_changed or txn.pending or before_commit is not None or _drifted(txn):
                         self._commit(path, fd, txn, before_commit)
@@ -753,7 +1132,13 @@ class FileStorage:
             # next read loads the file whole instead of skipping past them.
             _forget(path)
             return
-        index.extend([entry for entry, _ in txn.pending])
+        lines = [line for _, line in txn.pending]
+        spans: list[int] = []
+        offset = end - sum(len(line) for line in lines)  # after the newline append_lines may have put first
+        for line in lines:
+            spans += (offset, len(line) - 1)
+            offset += len(line)
+        index.extend([entry for entry, _ in txn.pending], spans)
         index.offset = end
         index.size, index.mtime_ns = st.st_size, st.st_mtime_ns
 
@@ -836,7 +1221,7 @@ class FileStorage:
         Pi resumes a session; the header gives cwd and parent."""
         file_path = Path(path) if path is not None else self.path_for(session_id)
         meta.validate_session_id(session_id, new=True)
-        with self._open(file_path, session_id, exclusive=True) as (_fd, index):
+        with self._open(file_path, session_id, exclusive=True) as (fd, index):
             header = index.header
             stats = index.stats
             with transaction.atomic():
@@ -852,10 +1237,10 @@ class FileStorage:
                     session_file=str(file_path),
                     header=header,
                     stats=stats,
-                    leaf_entry_id=index.entries[-1]["id"] if index.entries else None,
-                    first_message_preview=first_message_preview(index.entries),
+                    leaf_entry_id=index.last_id,
+                    first_message_preview=first_message_preview(index.iter_all(fd)),
                 )
-                search_index.add_entries(session_id, index.entries)
+                search_index.add_entries(session_id, index.iter_all(fd))
                 session = meta.to_session_dict(row)
                 if before_commit is not None:
                     before_commit(session)
@@ -1003,7 +1388,7 @@ class FileStorage:
                 if actual != path:
                     path = actual
                     continue
-                return self._erase_locked(path, fd, FileWrite(row, index), erasure, before_commit)
+                return self._erase_locked(path, fd, FileWrite(row, index, fd), erasure, before_commit)
 
     def _erase_locked(
         self,
@@ -1022,7 +1407,7 @@ class FileStorage:
                 f"Entry {in_flight['id']} of session {session_id} is in flight: complete or abort it first"
             )
         for entry_id in replacements:
-            if entry_id not in index.by_id:
+            if entry_id not in index:
                 raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
         done = ErasureDone(session_id=session_id)
         temps: list[tuple[Path, Path]] = []  # (written, to be renamed over)
@@ -1039,7 +1424,7 @@ class FileStorage:
                 return done
             if done.erased:
                 now = {erased.entry_id: erased.entry for erased in done.erased}
-                txn.state.first_message_preview = first_message_preview(now.get(e["id"], e) for e in index.entries)
+                txn.state.first_message_preview = first_message_preview(now.get(e["id"], e) for e in txn.iter_stored())
             with transaction.atomic():
                 with connection.cursor() as cursor:
                     cursor.execute(_UPDATE_ROW, txn.row_params())
@@ -1125,7 +1510,7 @@ class FileStorage:
         def work(txn: FileWrite) -> None:
             txn.row_changed = True
             if txn.state.first_message_preview is None:
-                txn.state.first_message_preview = first_message_preview(txn.index.entries)
+                txn.state.first_message_preview = first_message_preview(txn.iter_stored())
 
         def commit(txn: StoredWrite) -> None:
             assert isinstance(txn, FileWrite)

@@ -257,3 +257,39 @@ def test_a_nested_pause_that_promotes_makes_the_outermost_one_promote(collector_
     with gc_paused(), gc_paused():
         young = [[] for _ in range(10)]
     assert in_generation(young, 0)  # nobody asked: nothing promoted
+
+
+def test_spans_name_each_entry_line_read_in_chunks_from_any_boundary(tmp_path):
+    """``spans``: the offset and length of each entry's line, whatever the
+    chunking, with blank, malformed, stray-header, CRLF and multi-byte lines
+    around; each span's bytes decode to the entry handed on."""
+    import os
+
+    header = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":""}\n'
+    lines = [
+        b"\n",
+        b'{"type":"message","id":"a","parentId":null,"text":"\xc3\xa9\xe2\x9c\x93"}\n',
+        b"garbage\n",
+        b'{"type":"session","version":3,"id":"stray","timestamp":"t","cwd":""}\n',
+        b'{"type":"label","id":"b","parentId":"a"}\r\n',
+        b"  \n",
+        b'{"type":"message","id":"c","parentId":"b"}',  # the last line, without its newline
+    ]
+    data = b"junk before\n" + header + b"".join(lines)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(data)
+    for chunk_bytes in (7, 64, 1 << 20):
+        spans: list[int] = []
+        reader = SessionReader(spans=spans)
+        entries = []
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for chunk_entries, _ in read_chunks(fd, reader, size=len(data), chunk_bytes=chunk_bytes):
+                entries += chunk_entries
+        finally:
+            os.close(fd)
+        assert [e["id"] for e in entries] == ["a", "b", "c"]
+        assert len(spans) == 2 * len(entries)
+        for entry, offset, length in zip(entries, spans[0::2], spans[1::2], strict=True):
+            assert orjson.loads(data[offset : offset + length]) == entry
+        assert data[spans[2] : spans[2] + spans[3]].endswith(b"\r")  # the CRLF line, its \r kept

