@@ -341,8 +341,11 @@ def erase_user_data(
     report, nothing changed). ``progress(total)`` may return a function told
     of each session done."""
     acting, channel = who(actor, channel)
-    if not isinstance(user_id, str) or not user_id.strip():
+    if not isinstance(user_id, str):
         raise BadInput("Name the user whose data is to be erased")
+    if not user_id.strip():
+        # A name of blanks names nobody: the answer to any name no one has.
+        raise UserNotFound(f"No user {user_id!r}: no account, session, flag or audit record of that name")
     if not isinstance(dry_run, bool):
         raise BadInput("dry_run is true or false")
     plan = _plan(user_id, acting, channel)
