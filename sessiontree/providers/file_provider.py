@@ -698,6 +698,10 @@ class FileView:
         path facts (their lines read by offset, nothing else)."""
         return context_path_in_memory(leaf_entry_id, self._facts_of, self._by_id())
 
+    def entry_facts(self, ids: Collection[str]) -> dict[str, PathFacts]:
+        """The index's path facts of the ``ids`` it knows (``keyed_reads``)."""
+        return {i: facts for i in dict.fromkeys(ids) if (facts := self._facts_of(i)) is not None}
+
     def _facts_of(self, entry_id: str) -> PathFacts | None:
         if self.in_flight_entry is not None and entry_id == self.in_flight_entry["id"]:
             return child_facts(self.in_flight_entry, self.index.facts)

@@ -474,6 +474,33 @@ def _facts_and_entries(session_key: str, ids: Collection[str]) -> dict[str, tupl
         return _decoded_facts(cursor.fetchall())
 
 
+# An entry and its ancestors, ids only, nearest first, ``%s`` steps at most.
+_PATH_IDS_SQL = (
+    f"WITH RECURSIVE up (eid, pid, n) AS ("
+    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, 0 FROM {rows.TABLE} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
+    f"UNION ALL SELECT p.{_S('entry_id')}, p.{_S('parent_entry_id')}, up.n + 1 FROM up "
+    f"JOIN {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = up.pid "
+    f"WHERE up.n < %s) "
+    f"SELECT eid FROM up ORDER BY n DESC"
+)
+# An entry and every entry below it (by ``entry_parent_idx``), ``%s`` levels at
+# most (a damaged cycle ends there), with their parents, in append order.
+_SUBTREE_SQL = (
+    f"WITH RECURSIVE down (eid, pid, seq, n) AS ("
+    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, {_S('entry_seq')}, 0 FROM {rows.TABLE} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
+    f"UNION ALL SELECT c.{_S('entry_id')}, c.{_S('parent_entry_id')}, c.{_S('entry_seq')}, down.n + 1 FROM down "
+    f"JOIN {rows.TABLE} c ON c.{rows.SESSION_COLUMN} = %s AND c.{_S('parent_entry_id')} = down.eid "
+    f"WHERE down.n < %s) "
+    f"SELECT eid, pid FROM down ORDER BY seq"
+)
+_CHILD_IDS_SQL = (
+    f"SELECT {_S('entry_id')} FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
+    f"AND {_S('parent_entry_id')} = %s ORDER BY {_S('entry_seq')}"
+)
+
+
 def _segment(session_key: str, leaf_entry_id: str, top: int) -> list[Entry]:
     with connection.cursor() as cursor, gc_paused():
         cursor.execute(_SEGMENT_SQL, [session_key, leaf_entry_id, session_key, top, session_key])
@@ -545,6 +572,46 @@ class MySQLView:
 
     def known_ids(self, named: Collection[str]) -> Mapping[str, Any]:
         return StoredIds(self.state.session_id, named)
+
+    # --- reads by key around one entry (``keyed_reads``) ----------------------------
+
+    def entry_facts(self, ids: Collection[str]) -> dict[str, PathFacts]:
+        """The path facts of the ``ids`` that name rows (one query by key, no payloads)."""
+        wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+        if not wanted:
+            return {}
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {rows.SELECT_FACTS} FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
+                f"AND {_S('entry_id')} IN ({rows.in_list(len(wanted))})",
+                [self.state.session_id, *wanted],
+            )
+            return dict(rows.row_facts(row) for row in cursor.fetchall())
+
+    def path_ids(self, entry_id: str, steps: int) -> list[str]:
+        key = self.state.session_id
+        with connection.cursor() as cursor:
+            cursor.execute(_PATH_IDS_SQL, [key, entry_id, key, max(0, steps)])
+            return [row[0] for row in cursor.fetchall()]
+
+    def child_ids(self, entry_id: str) -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute(_CHILD_IDS_SQL, [self.state.session_id, entry_id])
+            return [row[0] for row in cursor.fetchall() if row[0] != entry_id]
+
+    def entries_targeting(self, target_id: str, types: Collection[str]) -> list[Entry]:
+        kinds = list(types)
+        where = f" AND type IN ({rows.in_list(len(kinds))}) AND target_entry_id = %s"
+        return _select_entries(self.state.session_id, where, [*kinds, target_id])
+
+    def subtree(self, entry_id: str) -> dict[str, str | None]:
+        key = self.state.session_id
+        with connection.cursor() as cursor:
+            cursor.execute(_SUBTREE_SQL, [key, entry_id, key, max(1, self.state.entry_count)])
+            found: dict[str, str | None] = {}
+            for child, parent in cursor.fetchall():
+                found.setdefault(child, parent)
+            return found
 
     def context_entries(self, leaf_entry_id: str) -> list[Entry] | None:
         """The entries the context at ``leaf_entry_id`` needs, read by key from
