@@ -702,6 +702,21 @@ class FileView:
         """The index's path facts of the ``ids`` it knows (``keyed_reads``)."""
         return {i: facts for i in dict.fromkeys(ids) if (facts := self._facts_of(i)) is not None}
 
+    def _childless(self, entry_id: str) -> bool:
+        in_flight = self.in_flight_entry
+        return entry_id not in self.index.with_children and (in_flight is None or in_flight.get("parentId") != entry_id)
+
+    def child_ids(self, entry_id: str) -> list[str] | None:
+        """No children, from the index (``keyed_reads``); else ``None``: the generic scan."""
+        return [] if self._childless(entry_id) else None
+
+    def subtree(self, entry_id: str) -> dict[str, str | None] | None:
+        """A childless entry alone (``keyed_reads``); else ``None``: the generic walk."""
+        if not self._childless(entry_id):
+            return None
+        entry = self.get(entry_id)
+        return {} if entry is None else {entry_id: entry.get("parentId")}
+
     def _facts_of(self, entry_id: str) -> PathFacts | None:
         if self.in_flight_entry is not None and entry_id == self.in_flight_entry["id"]:
             return child_facts(self.in_flight_entry, self.index.facts)

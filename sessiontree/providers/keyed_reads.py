@@ -6,7 +6,8 @@ Each asks the storage's own optional method first (a view may answer by
 key: the mysql provider by its indexes, the file provider from its index)
 and falls back to a generic answer from the port's ``parents()`` and
 ``all_entries()``, which every storage has. The optional view methods carry
-the same names and signatures as the functions here, without ``view``:
+the same names and signatures as the functions here, without ``view``, and
+may answer ``None`` for "ask the generic way":
 
 - ``entry_facts(ids) -> Mapping[str, PathFacts]``
 - ``path_ids(entry_id, steps) -> list[str]``
@@ -31,8 +32,8 @@ def entry_facts(view: StoredView, ids: Collection[str]) -> Mapping[str, PathFact
     """The path facts (``core/path_facts.py``) of the ``ids`` that name stored
     entries. Generic: each one's path walked and its facts computed from it."""
     own = getattr(view, "entry_facts", None)
-    if own is not None:
-        found: Mapping[str, PathFacts] = own(ids)
+    found: Mapping[str, PathFacts] | None = own(ids) if own is not None else None
+    if found is not None:
         return found
     parents = view.parents()
     out: dict[str, PathFacts] = {}
@@ -46,8 +47,8 @@ def entry_facts(view: StoredView, ids: Collection[str]) -> Mapping[str, PathFact
 def path_ids(view: StoredView, entry_id: str, steps: int) -> list[str]:
     """``entry_id`` and its ``steps`` nearest ancestors (fewer near a root), root first."""
     own = getattr(view, "path_ids", None)
-    if own is not None:
-        found: list[str] = own(entry_id, steps)
+    found: list[str] | None = own(entry_id, steps) if own is not None else None
+    if found is not None:
         return found
     parents = view.parents()
     out = [entry_id]
@@ -64,8 +65,8 @@ def path_ids(view: StoredView, entry_id: str, steps: int) -> list[str]:
 def child_ids(view: StoredView, entry_id: str) -> list[str]:
     """The entries whose parent is ``entry_id``, in append order."""
     own = getattr(view, "child_ids", None)
-    if own is not None:
-        found: list[str] = own(entry_id)
+    found: list[str] | None = own(entry_id) if own is not None else None
+    if found is not None:
         return found
     return [child for child, parent in view.parents().items() if parent == entry_id and child != entry_id]
 
@@ -73,8 +74,8 @@ def child_ids(view: StoredView, entry_id: str) -> list[str]:
 def entries_targeting(view: StoredView, target_id: str, types: Collection[str]) -> list[Entry]:
     """The entries of ``types`` (``label``, ``context_edit``) whose ``targetId`` is ``target_id``, in append order."""
     own = getattr(view, "entries_targeting", None)
-    if own is not None:
-        found: list[Entry] = own(target_id, types)
+    found: list[Entry] | None = own(target_id, types) if own is not None else None
+    if found is not None:
         return found
     return [entry for entry in view.all_entries(types=types) if entry.get("targetId") == target_id]
 
@@ -87,8 +88,8 @@ def label_of(view: StoredView, target_id: str) -> LabelInfo | None:
 def subtree(view: StoredView, entry_id: str) -> dict[str, str | None]:
     """``entry_id`` and every entry below it → its parent id, in append order."""
     own = getattr(view, "subtree", None)
-    if own is not None:
-        found: dict[str, str | None] = own(entry_id)
+    found: dict[str, str | None] | None = own(entry_id) if own is not None else None
+    if found is not None:
         return found
     parents = view.parents()
     if entry_id not in parents:

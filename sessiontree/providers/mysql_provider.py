@@ -491,14 +491,29 @@ _SUBTREE_SQL = (
     f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, {_S('entry_seq')}, 0 FROM {rows.TABLE} "
     f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
     f"UNION ALL SELECT c.{_S('entry_id')}, c.{_S('parent_entry_id')}, c.{_S('entry_seq')}, down.n + 1 FROM down "
-    f"JOIN {rows.TABLE} c ON c.{rows.SESSION_COLUMN} = %s AND c.{_S('parent_entry_id')} = down.eid "
+    f"JOIN {rows.TABLE} c {{parent_index}} ON c.{rows.SESSION_COLUMN} = %s AND c.{_S('parent_entry_id')} = down.eid "
     f"WHERE down.n < %s) "
     f"SELECT eid, pid FROM down ORDER BY seq"
 )
 _CHILD_IDS_SQL = (
-    f"SELECT {_S('entry_id')} FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
+    f"SELECT {_S('entry_id')} FROM {rows.TABLE} {{parent_index}} WHERE {rows.SESSION_COLUMN} = %s "
     f"AND {_S('parent_entry_id')} = %s ORDER BY {_S('entry_seq')}"
 )
+# Entries of some types aimed at one target: by ``entry_type_idx`` (a
+# session's labels and context edits are few), never a scan of the session.
+_TARGETING_SQL = (
+    f"{rows.SELECT_PAYLOAD} {{type_index}} WHERE {rows.SESSION_COLUMN} = %s AND type IN ({{types}}) "
+    f"AND target_entry_id = %s ORDER BY entry_seq"
+)
+
+
+def _index_hint(name: str) -> str:
+    """Use index ``name`` (the planners, without statistics, prefer a scan of the session's rows)."""
+    if connection.vendor == "sqlite":
+        return f"INDEXED BY {name}"
+    if connection.vendor == "mysql":
+        return f"FORCE INDEX ({name})"
+    return ""  # pragma: no cover - the provider runs on MySQL/MariaDB and SQLite
 
 
 def _segment(session_key: str, leaf_entry_id: str, top: int) -> list[Entry]:
@@ -596,18 +611,25 @@ class MySQLView:
 
     def child_ids(self, entry_id: str) -> list[str]:
         with connection.cursor() as cursor:
-            cursor.execute(_CHILD_IDS_SQL, [self.state.session_id, entry_id])
+            cursor.execute(
+                _CHILD_IDS_SQL.format(parent_index=_index_hint("entry_parent_idx")), [self.state.session_id, entry_id]
+            )
             return [row[0] for row in cursor.fetchall() if row[0] != entry_id]
 
     def entries_targeting(self, target_id: str, types: Collection[str]) -> list[Entry]:
         kinds = list(types)
-        where = f" AND type IN ({rows.in_list(len(kinds))}) AND target_entry_id = %s"
-        return _select_entries(self.state.session_id, where, [*kinds, target_id])
+        sql = _TARGETING_SQL.format(type_index=_index_hint("entry_type_idx"), types=rows.in_list(len(kinds)))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [self.state.session_id, *kinds, target_id])
+            return rows.decode_rows(cursor.fetchall())
 
     def subtree(self, entry_id: str) -> dict[str, str | None]:
         key = self.state.session_id
         with connection.cursor() as cursor:
-            cursor.execute(_SUBTREE_SQL, [key, entry_id, key, max(1, self.state.entry_count)])
+            cursor.execute(
+                _SUBTREE_SQL.format(parent_index=_index_hint("entry_parent_idx")),
+                [key, entry_id, key, max(1, self.state.entry_count)],
+            )
             found: dict[str, str | None] = {}
             for child, parent in cursor.fetchall():
                 found.setdefault(child, parent)
