@@ -615,7 +615,9 @@ class AgentSessionAdmin(admin.ModelAdmin):
             body = entry_body_html(detail.entry, image_base=f"{urls['entry']}{entry_id}/image/")
         usage = detail.usage
         hiding = self._read(
-            lambda: hidden_on_branches(get_provider_for_session(row.session_id), row.session_id, entry_id)
+            lambda: hidden_on_branches(
+                get_provider_for_session(row.session_id), row.session_id, entry_id, branches_when_unedited=False
+            )
         )
         step_tokens = sum(step.tokens for step in detail.steps if step.status in ("sent", "summary"))
         context.update(

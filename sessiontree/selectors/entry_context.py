@@ -128,7 +128,7 @@ def _shorten_steps(steps: list[ContextStep]) -> tuple[list[ContextStep], int]:
 
 def _on_path_to(view: Any, leaf_id: str | None, facts: Mapping[str, PathFacts], entry_id: str) -> bool:
     """Whether ``entry_id`` is on the path to ``leaf_id``: the leaf's ancestor at
-    the entry's depth, walked by parent over the depths between them only."""
+    the entry's depth, walked by parent (ids only) over the depths between them."""
     if leaf_id is None:
         return False
     if leaf_id == entry_id:
@@ -161,8 +161,9 @@ def entry_context(provider: SessionTreeProvider, session_id: str, entry_id: str)
             tail = [entry["id"] for entry in built_from[-PATH_TAIL:]]
         if not built_from or built_from[-1].get("id") != entry_id:  # pragma: no cover - a damaged store
             raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
-        on_active = _on_path_to(view, leaf_id, facts, entry_id)
         children = keyed_reads.child_ids(view, entry_id)
+        # A childless entry other than the leaf is a tip of another branch.
+        on_active = leaf_id == entry_id or (bool(children) and _on_path_to(view, leaf_id, facts, entry_id))
         label = keyed_reads.label_of(view, entry_id)
     context = build_context_from_segment(built_from)
     segment = context_segment(built_from)

@@ -66,12 +66,19 @@ def _hides(edit: Entry, original: object) -> bool:
 
 
 def hidden_on_branches(
-    provider: SessionTreeProvider, session_id: str, entry_id: str, *, limit: int = TIPS_CHECKED
+    provider: SessionTreeProvider,
+    session_id: str,
+    entry_id: str,
+    *,
+    limit: int = TIPS_CHECKED,
+    branches_when_unedited: bool = True,
 ) -> HiddenOn:
     """Whether ``entry_id`` is hidden from the model on each branch through it.
 
-    Reads the message, the subtree under it (children by parent) and the
-    ``context_edit`` entries aimed at it: nothing above it."""
+    Reads the message, the ``context_edit`` entries aimed at it and the
+    subtree under it (children by parent): nothing above it. A message no
+    edit names is shown on every branch: with ``branches_when_unedited``
+    false (the entry panel) its subtree is not read and no branch is listed."""
     with provider.read(session_id) as view:
         target = view.get(entry_id)
         if target is None:
@@ -79,12 +86,14 @@ def hidden_on_branches(
         if not _hideable(target):
             return HiddenOn(entry_id, hideable=False)
         leaf_id = view.state.leaf_entry_id
-        below = keyed_reads.subtree(view, entry_id)  # append order
         edits = {
             edit["id"]: edit
             for edit in keyed_reads.entries_targeting(view, entry_id, ("context_edit",))
             if edit.get("id") is not None
         }
+        if not edits and not branches_when_unedited:
+            return HiddenOn(entry_id, hideable=True)
+        below = keyed_reads.subtree(view, entry_id)  # append order
     # The tips under the message (itself, when it has no children).
     has_children = {parent for child, parent in below.items() if child != entry_id}
     order = {child: index for index, child in enumerate(below)}

@@ -131,6 +131,10 @@ def test_hiding_per_branch_reads_only_below_the_message(any_provider):
     by_tip = {branch.tip_id: (branch.hidden, branch.edit_id) for branch in hiding.branches}
     assert by_tip == {entries[-2]["id"]: (True, "e0000004"), "side0001": (False, None)}
     assert not hidden_on_branches(provider, "h", entries[0]["id"]).hidden_count
+    # The entry panel's form: no edit names the message, so no branch is read.
+    unedited = hidden_on_branches(provider, "h", entries[0]["id"], branches_when_unedited=False)
+    assert unedited.hideable and unedited.branches == [] and unedited.more == 0
+    assert hidden_on_branches(provider, "h", target, branches_when_unedited=False).branches == hiding.branches
 
 
 def statements(read) -> tuple[int, object]:
