@@ -72,7 +72,7 @@ def by_key_panel(provider: Any, session_id: str, entry_id: str) -> tuple[dict[st
     from sessiontree.selectors.hidden import hidden_on_branches
 
     detail = entry_context(provider, session_id, entry_id)
-    hidden_on_branches(provider, session_id, entry_id)
+    hidden_on_branches(provider, session_id, entry_id, branches_when_unedited=False)  # as the panel asks
     assert detail.on_active_path
     return dict(detail.context), len(detail.steps) + detail.hidden_steps
 
