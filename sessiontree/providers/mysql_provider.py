@@ -474,7 +474,13 @@ def _facts_and_entries(session_key: str, ids: Collection[str]) -> dict[str, tupl
         return _decoded_facts(cursor.fetchall())
 
 
-# An entry and its ancestors, ids only, nearest first, ``%s`` steps at most.
+# Steps a recursive statement takes at most: MariaDB's default
+# ``max_recursive_iterations`` is 1,000, beyond which it stops silently
+# (MySQL's ``cte_max_recursion_depth`` fails instead), so longer walks go on
+# in more statements.
+WALK_STEPS = 900
+
+# An entry and its ancestors, ids only, nearest first, ``%s`` (≤ WALK_STEPS) steps at most.
 _PATH_IDS_SQL = (
     f"WITH RECURSIVE up (eid, pid, n) AS ("
     f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, 0 FROM {rows.TABLE} "
@@ -482,18 +488,18 @@ _PATH_IDS_SQL = (
     f"UNION ALL SELECT p.{_S('entry_id')}, p.{_S('parent_entry_id')}, up.n + 1 FROM up "
     f"JOIN {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = up.pid "
     f"WHERE up.n < %s) "
-    f"SELECT eid FROM up ORDER BY n DESC"
+    f"SELECT eid, pid FROM up ORDER BY n"
 )
-# An entry and every entry below it (by ``entry_parent_idx``), ``%s`` levels at
-# most (a damaged cycle ends there), with their parents, in append order.
+# The entries ``{{ids}}`` and every entry below them (by ``entry_parent_idx``)
+# down ``%s`` (≤ WALK_STEPS) levels, with their parents, seqs and levels.
 _SUBTREE_SQL = (
     f"WITH RECURSIVE down (eid, pid, seq, n) AS ("
     f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, {_S('entry_seq')}, 0 FROM {rows.TABLE} "
-    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} IN ({{ids}}) "
     f"UNION ALL SELECT c.{_S('entry_id')}, c.{_S('parent_entry_id')}, c.{_S('entry_seq')}, down.n + 1 FROM down "
     f"JOIN {rows.TABLE} c {{parent_index}} ON c.{rows.SESSION_COLUMN} = %s AND c.{_S('parent_entry_id')} = down.eid "
     f"WHERE down.n < %s) "
-    f"SELECT eid, pid FROM down ORDER BY seq"
+    f"SELECT eid, pid, seq, n FROM down"
 )
 _CHILD_IDS_SQL = (
     f"SELECT {_S('entry_id')} FROM {rows.TABLE} {{parent_index}} WHERE {rows.SESSION_COLUMN} = %s "
@@ -604,10 +610,34 @@ class MySQLView:
             return dict(rows.row_facts(row) for row in cursor.fetchall())
 
     def path_ids(self, entry_id: str, steps: int) -> list[str]:
+        """``entry_id`` and its ``steps`` nearest ancestors, root first, walked
+        by parent (ids only) in statements of ``WALK_STEPS`` steps at most."""
         key = self.state.session_id
+        out: list[str] = []
+        seen: set[str] = set()
+        current: Any = entry_id
+        left = max(0, steps)
         with connection.cursor() as cursor:
-            cursor.execute(_PATH_IDS_SQL, [key, entry_id, key, max(0, steps)])
-            return [row[0] for row in cursor.fetchall()]
+            while isinstance(current, str) and current not in seen:
+                cursor.execute(_PATH_IDS_SQL, [key, current, key, min(left, WALK_STEPS)])
+                walked = cursor.fetchall()
+                if not walked:
+                    break
+                for found_id, _ in walked:
+                    if found_id in seen:  # pragma: no cover - a parent cycle in damaged rows
+                        walked = []
+                        break
+                    seen.add(found_id)
+                    out.append(found_id)
+                left -= len(walked) - 1 if walked else 0
+                if not walked or left <= 0 or len(walked) <= WALK_STEPS:
+                    break
+                current = walked[-1][1]  # the next walk starts at the top's parent
+                left -= 1
+                if not isinstance(current, str):
+                    break
+        out.reverse()
+        return out
 
     def child_ids(self, entry_id: str) -> list[str]:
         with connection.cursor() as cursor:
@@ -624,16 +654,28 @@ class MySQLView:
             return rows.decode_rows(cursor.fetchall())
 
     def subtree(self, entry_id: str) -> dict[str, str | None]:
+        """``entry_id`` and every entry below it → its parent, in append order:
+        walked down by parent in statements of ``WALK_STEPS`` levels at most."""
         key = self.state.session_id
+        found: dict[str, tuple[int, str | None]] = {}
+        frontier = [entry_id]
         with connection.cursor() as cursor:
-            cursor.execute(
-                _SUBTREE_SQL.format(parent_index=_index_hint("entry_parent_idx")),
-                [key, entry_id, key, max(1, self.state.entry_count)],
-            )
-            found: dict[str, str | None] = {}
-            for child, parent in cursor.fetchall():
-                found.setdefault(child, parent)
-            return found
+            while frontier:
+                deeper: list[str] = []
+                for chunk in rows.chunks(frontier, BY_ID_LIMIT):
+                    sql = _SUBTREE_SQL.format(
+                        ids=rows.in_list(len(chunk)), parent_index=_index_hint("entry_parent_idx")
+                    )
+                    cursor.execute(sql, [key, *chunk, key, WALK_STEPS])
+                    for child, parent, seq, level in cursor.fetchall():
+                        if level and child in found:  # pragma: no cover - a parent cycle in damaged rows
+                            continue
+                        if child not in found:
+                            found[child] = (seq, parent)
+                        if level == WALK_STEPS:
+                            deeper.append(child)  # its children are not read yet
+                frontier = deeper
+        return {child: parent for child, (_, parent) in sorted(found.items(), key=lambda item: item[1][0])}
 
     def context_entries(self, leaf_entry_id: str) -> list[Entry] | None:
         """The entries the context at ``leaf_entry_id`` needs, read by key from

@@ -93,13 +93,15 @@ def provider(request, db, tmp_path):
 
 def test_the_panel_shows_what_the_whole_path_says(any_provider):
     provider = any_provider
-    entries = with_labels_and_edits(900)
+    # Longer than a recursive statement's default 1,000 steps on MariaDB
+    # (beyond them it stops silently): the walks must still reach the leaf.
+    entries = with_labels_and_edits(2500)
     provider.create_session(session_id="p", entries=entries)
     leaf = provider.get_session("p")["leaf_entry_id"]
     ids = [e["id"] for e in entries]
     # the leaf, a labelled message under a context edit, a compaction, the
     # entry it keeps from, a side entry, a branch point, the root, a label
-    for entry_id in (leaf, entries[-7]["id"], ids[800], ids[660], ids[75], ids[74], ids[0], ids[3], "e0000000"):
+    for entry_id in (leaf, entries[-7]["id"], ids[2000], ids[1860], ids[75], ids[74], ids[0], ids[3], "e0000000"):
         assert shown(entry_context(provider, "p", entry_id)) == reference(provider, "p", entry_id), entry_id
     detail = entry_context(provider, "p", entries[-11]["id"])
     assert detail.label is not None and detail.label["label"] == "second"
@@ -135,6 +137,21 @@ def test_hiding_per_branch_reads_only_below_the_message(any_provider):
     unedited = hidden_on_branches(provider, "h", entries[0]["id"], branches_when_unedited=False)
     assert unedited.hideable and unedited.branches == [] and unedited.more == 0
     assert hidden_on_branches(provider, "h", target, branches_when_unedited=False).branches == hiding.branches
+
+
+def test_hiding_near_the_root_of_a_long_session_finds_every_tip(any_provider):
+    provider = any_provider
+    entries = long_session(2500)
+    early = entries[2]["id"]
+    provider.create_session(session_id="r", entries=entries)
+    leaf = provider.get_session("r")["leaf_entry_id"]
+    edit = provider.append_entry("r", {"type": "context_edit", "targetId": early, "replacement": None})
+    hiding = hidden_on_branches(provider, "r", early)
+    side_tips = [e["id"] for e in entries if e["type"] == "message" and e["message"]["content"].startswith("side")]
+    assert hiding.branches[0].tip_id == edit["id"] and hiding.branches[0].is_leaf and hiding.branches[0].hidden
+    assert leaf != edit["id"] and len(hiding.branches) + hiding.more == 1 + len(side_tips)
+    assert [b.tip_id for b in hiding.branches[1:]] == list(reversed(side_tips))[: len(hiding.branches) - 1]
+    assert not any(b.hidden for b in hiding.branches[1:])
 
 
 def statements(read) -> tuple[int, object]:
@@ -178,3 +195,20 @@ def test_the_panel_reads_the_segment_only_on_mysql(provider, monkeypatch):
     assert len(decoded) < 700
     assert detail.depth > 1900 and detail.left_out > 1400 and len(detail.path_tail) == PATH_TAIL
     assert hiding.hidden_count == 1
+
+
+def test_walks_up_and_down_cross_the_statement_limit(any_provider):
+    """``path_ids`` and ``subtree`` at and around the mysql provider's steps per statement."""
+    from sessiontree.providers import keyed_reads
+
+    provider = any_provider
+    entries = long_session(2100)
+    provider.create_session(session_id="w", entries=entries)
+    leaf = provider.get_session("w")["leaf_entry_id"]
+    path = [e["id"] for e in provider.get_active_path("w")]
+    with provider.read("w") as view:
+        for steps in (0, 1, 899, 900, 901, 902, 1801, 1802, len(path) - 1, len(path), 10_000):
+            assert keyed_reads.path_ids(view, leaf, steps) == path[-(steps + 1) :], steps
+        below = keyed_reads.subtree(view, path[1])
+    expected = {e["id"]: e["parentId"] for e in entries if e["id"] != path[0]}
+    assert below == expected and list(below) == list(expected)
