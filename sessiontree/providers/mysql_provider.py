@@ -522,10 +522,27 @@ def _index_hint(name: str) -> str:
     return ""  # pragma: no cover - the provider runs on MySQL/MariaDB and SQLite
 
 
-def _segment(session_key: str, leaf_entry_id: str, top: int) -> list[Entry]:
+def _segment(session_key: str, leaf_entry_id: str, top: int, leaf_depth: int) -> list[Entry]:
+    """The path from depth ``top`` down to the leaf (at ``leaf_depth``), root
+    first, in statements of ``WALK_STEPS`` steps at most (a longer recursion
+    stops silently on MariaDB). A walk that ends early returns what it found:
+    ``context_path`` checks the length."""
+    parts: list[list[Entry]] = []
+    current, depth = leaf_entry_id, leaf_depth
     with connection.cursor() as cursor, gc_paused():
-        cursor.execute(_SEGMENT_SQL, [session_key, leaf_entry_id, session_key, top, session_key])
-        return rows.decode_rows(cursor.fetchall())
+        while True:
+            bound = max(top, depth - WALK_STEPS)
+            cursor.execute(_SEGMENT_SQL, [session_key, current, session_key, bound, session_key])
+            part = rows.decode_rows(cursor.fetchall())
+            if part:
+                parts.append(part)
+            if not part or bound <= top or len(part) != depth - bound + 1:
+                break
+            parent = part[0].get("parentId")
+            if not isinstance(parent, str):
+                break
+            current, depth = parent, bound - 1
+    return [entry for part in reversed(parts) for entry in part]
 
 
 class MySQLView:
@@ -692,7 +709,8 @@ class MySQLView:
             # The heads hold every stored entry the leaf's facts can name.
             return {i: (rows.decode_row(heads[i][0]), heads[i][1]) for i in ids if i in heads}
 
-        return context_path(leaf_entry_id, leaf[1], lookup, lambda leaf_id, top: _segment(key, leaf_id, top))
+        depth = leaf[1].depth
+        return context_path(leaf_entry_id, leaf[1], lookup, lambda leaf_id, top: _segment(key, leaf_id, top, depth))
 
 
 class MySQLWrite(MySQLView):
