@@ -14,6 +14,7 @@ may answer ``None`` for "ask the generic way":
 - ``child_ids(entry_id) -> list[str]``
 - ``entries_targeting(target_id, types) -> list[Entry]``
 - ``subtree(entry_id) -> dict[str, str | None]``
+- ``custom_entries(custom_types) -> list[Entry]``
 """
 
 from __future__ import annotations
@@ -106,3 +107,13 @@ def subtree(view: StoredView, entry_id: str) -> dict[str, str | None]:
                 under.add(child)
                 stack.append(child)
     return {child: parents[child] for child in parents if child in under}
+
+
+def custom_entries(view: StoredView, custom_types: Collection[str]) -> list[Entry]:
+    """The ``custom`` entries whose ``customType`` is one of ``custom_types``, in append order."""
+    own = getattr(view, "custom_entries", None)
+    found: list[Entry] | None = own(custom_types) if own is not None else None
+    if found is not None:
+        return found
+    wanted = set(custom_types)
+    return [entry for entry in view.all_entries(types=("custom",)) if entry.get("customType") in wanted]

@@ -513,6 +513,12 @@ _TARGETING_SQL = (
 )
 
 
+_CUSTOM_SQL = (
+    f"{rows.SELECT_PAYLOAD} {{custom_index}} WHERE {rows.SESSION_COLUMN} = %s AND custom_type IN ({{types}}) "
+    f"AND type = 'custom' ORDER BY entry_seq"
+)
+
+
 def _index_hint(name: str) -> str:
     """Use index ``name`` (the planners, without statistics, prefer a scan of the session's rows)."""
     if connection.vendor == "sqlite":
@@ -668,6 +674,16 @@ class MySQLView:
         sql = _TARGETING_SQL.format(type_index=_index_hint("entry_type_idx"), types=rows.in_list(len(kinds)))
         with connection.cursor() as cursor:
             cursor.execute(sql, [self.state.session_id, *kinds, target_id])
+            return rows.decode_rows(cursor.fetchall())
+
+    def custom_entries(self, custom_types: Collection[str]) -> list[Entry]:
+        """``custom`` entries of ``custom_types``, by ``entry_custom_type_idx`` (never every custom entry)."""
+        kinds = list(dict.fromkeys(custom_types))
+        if not kinds:
+            return []
+        sql = _CUSTOM_SQL.format(custom_index=_index_hint("entry_custom_type_idx"), types=rows.in_list(len(kinds)))
+        with connection.cursor() as cursor, gc_paused():
+            cursor.execute(sql, [self.state.session_id, *kinds])
             return rows.decode_rows(cursor.fetchall())
 
     def subtree(self, entry_id: str) -> dict[str, str | None]:

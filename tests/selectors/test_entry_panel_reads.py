@@ -212,3 +212,26 @@ def test_walks_up_and_down_cross_the_statement_limit(any_provider):
         below = keyed_reads.subtree(view, path[1])
     expected = {e["id"]: e["parentId"] for e in entries if e["id"] != path[0]}
     assert below == expected and list(below) == list(expected)
+
+
+def test_custom_entries_of_some_types_are_those_of_every_custom_entry(any_provider):
+    from sessiontree.providers import keyed_reads
+
+    provider = any_provider
+    entries = long_session(300)
+    last = entries[-1]["id"]
+    for i, (kind, custom_type) in enumerate(
+        [("custom", "x-a"), ("custom_message", "x-a"), ("custom", "x-b"), ("custom", "x-a"), ("custom", "x-c")]
+    ):
+        entry = {"id": f"c{i:07x}", "parentId": last, "timestamp": "2026-04-19T00:00:00.000Z", "type": kind}
+        entry["customType"] = custom_type
+        entry.update({"data": {"n": i}} if kind == "custom" else {"content": "note", "display": True})
+        entries.append(entry)
+        last = entry["id"]
+    provider.create_session(session_id="c", entries=entries)
+    with provider.read("c") as view:
+        every = view.all_entries(types=("custom",))
+        for wanted in (("x-a",), ("x-a", "x-c"), ("x-none",), ()):
+            expected = [e for e in every if e.get("customType") in wanted]
+            assert keyed_reads.custom_entries(view, wanted) == expected, wanted
+    assert [e["id"] for e in expected] == [] and len(every) == 4
