@@ -704,7 +704,7 @@ class FileView:
 
     def _childless(self, entry_id: str) -> bool:
         in_flight = self.in_flight_entry
-        return entry_id not in self.index.with_children and (in_flight is None or in_flight.get("parentId") != entry_id)
+        return not self.index.has_children(entry_id) and (in_flight is None or in_flight.get("parentId") != entry_id)
 
     def child_ids(self, entry_id: str) -> list[str] | None:
         """No children, from the index (``keyed_reads``); else ``None``: the generic scan."""
@@ -714,8 +714,8 @@ class FileView:
         """A childless entry alone (``keyed_reads``); else ``None``: the generic walk."""
         if not self._childless(entry_id):
             return None
-        entry = self.get(entry_id)
-        return {} if entry is None else {entry_id: entry.get("parentId")}
+        parents = self.parents()
+        return {entry_id: parents[entry_id]} if entry_id in parents else {}
 
     def _facts_of(self, entry_id: str) -> PathFacts | None:
         if self.in_flight_entry is not None and entry_id == self.in_flight_entry["id"]:
