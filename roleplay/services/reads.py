@@ -16,6 +16,7 @@ from sessiontree.core.errors import EntryNotFound
 from sessiontree.core.path import walk_path
 from sessiontree.core.pi_session_file import gc_paused
 from sessiontree.core.types import UNSET, Entry, Unset
+from sessiontree.providers import keyed_reads
 from sessiontree.providers.base import SessionTreeProvider
 
 from .. import inspection, schema
@@ -449,7 +450,7 @@ def list_checkpoints(
         position = {entry_id: index for index, entry_id in enumerate(_path_ids(view, session_id, leaf))}
         found = [
             entry
-            for entry in view.all_entries(types=("custom",))
+            for entry in keyed_reads.custom_entries(view, (schema.CHECKPOINT_TYPE,))
             if entry.get("id") in position and schema.roleplay_entry_kind(entry) == "checkpoint"
         ]
         found.sort(key=lambda entry: position[str(entry.get("id"))])

@@ -83,8 +83,6 @@ CLOSED = (AgentSession.Status.ARCHIVED, AgentSession.Status.DELETED)
 ERASE_PERMISSION = "sessiontree.erase_entry"
 FLAG_PERMISSION = "sessiontree.flag_entry"
 AUDIT_ROWS = 50
-# A path longer than PATH_SHOWN shows its first PATH_HEAD and last PATH_TAIL ids.
-PATH_SHOWN, PATH_HEAD, PATH_TAIL = 120, 20, 80
 
 
 class AgentSessionForm(forms.ModelForm):
@@ -617,7 +615,9 @@ class AgentSessionAdmin(admin.ModelAdmin):
             body = entry_body_html(detail.entry, image_base=f"{urls['entry']}{entry_id}/image/")
         usage = detail.usage
         hiding = self._read(
-            lambda: hidden_on_branches(get_provider_for_session(row.session_id), row.session_id, entry_id)
+            lambda: hidden_on_branches(
+                get_provider_for_session(row.session_id), row.session_id, entry_id, branches_when_unedited=False
+            )
         )
         step_tokens = sum(step.tokens for step in detail.steps if step.status in ("sent", "summary"))
         context.update(
@@ -632,12 +632,10 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "custom_caption": _fields_caption(detail.entry),
                 "steps": [_step_view(step) for step in detail.steps],
                 "hidden_after": MAX_STEPS // 4,
-                "path_depth": len(detail.path_ids) - 1,
-                "path_head": detail.path_ids[:PATH_HEAD] if len(detail.path_ids) > PATH_SHOWN else [],
-                "path_tail": detail.path_ids[-PATH_TAIL:] if len(detail.path_ids) > PATH_SHOWN else detail.path_ids,
-                "path_hidden": max(0, len(detail.path_ids) - PATH_HEAD - PATH_TAIL)
-                if len(detail.path_ids) > PATH_SHOWN
-                else 0,
+                "path_depth": detail.depth,
+                # The end of the path (read by parent from the entry), and how many entries are above it.
+                "path_tail": detail.path_tail,
+                "path_hidden": detail.path_length - len(detail.path_tail),
                 "tokens": {
                     "total": usage.tokens,
                     "reported": usage.usage_tokens,

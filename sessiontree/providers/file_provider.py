@@ -698,6 +698,25 @@ class FileView:
         path facts (their lines read by offset, nothing else)."""
         return context_path_in_memory(leaf_entry_id, self._facts_of, self._by_id())
 
+    def entry_facts(self, ids: Collection[str]) -> dict[str, PathFacts]:
+        """The index's path facts of the ``ids`` it knows (``keyed_reads``)."""
+        return {i: facts for i in dict.fromkeys(ids) if (facts := self._facts_of(i)) is not None}
+
+    def _childless(self, entry_id: str) -> bool:
+        in_flight = self.in_flight_entry
+        return not self.index.has_children(entry_id) and (in_flight is None or in_flight.get("parentId") != entry_id)
+
+    def child_ids(self, entry_id: str) -> list[str] | None:
+        """No children, from the index (``keyed_reads``); else ``None``: the generic scan."""
+        return [] if self._childless(entry_id) else None
+
+    def subtree(self, entry_id: str) -> dict[str, str | None] | None:
+        """A childless entry alone (``keyed_reads``); else ``None``: the generic walk."""
+        if not self._childless(entry_id):
+            return None
+        parents = self.parents()
+        return {entry_id: parents[entry_id]} if entry_id in parents else {}
+
     def _facts_of(self, entry_id: str) -> PathFacts | None:
         if self.in_flight_entry is not None and entry_id == self.in_flight_entry["id"]:
             return child_facts(self.in_flight_entry, self.index.facts)

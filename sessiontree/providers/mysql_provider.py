@@ -474,10 +474,81 @@ def _facts_and_entries(session_key: str, ids: Collection[str]) -> dict[str, tupl
         return _decoded_facts(cursor.fetchall())
 
 
-def _segment(session_key: str, leaf_entry_id: str, top: int) -> list[Entry]:
+# Steps a recursive statement takes at most: MariaDB's default
+# ``max_recursive_iterations`` is 1,000, beyond which it stops silently
+# (MySQL's ``cte_max_recursion_depth`` fails instead), so longer walks go on
+# in more statements.
+WALK_STEPS = 900
+
+# An entry and its ancestors, ids only, nearest first, ``%s`` (≤ WALK_STEPS) steps at most.
+_PATH_IDS_SQL = (
+    f"WITH RECURSIVE up (eid, pid, n) AS ("
+    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, 0 FROM {rows.TABLE} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
+    f"UNION ALL SELECT p.{_S('entry_id')}, p.{_S('parent_entry_id')}, up.n + 1 FROM up "
+    f"JOIN {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = up.pid "
+    f"WHERE up.n < %s) "
+    f"SELECT eid, pid FROM up ORDER BY n"
+)
+# The entries ``{{ids}}`` and every entry below them (by ``entry_parent_idx``)
+# down ``%s`` (≤ WALK_STEPS) levels, with their parents, seqs and levels.
+_SUBTREE_SQL = (
+    f"WITH RECURSIVE down (eid, pid, seq, n) AS ("
+    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, {_S('entry_seq')}, 0 FROM {rows.TABLE} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} IN ({{ids}}) "
+    f"UNION ALL SELECT c.{_S('entry_id')}, c.{_S('parent_entry_id')}, c.{_S('entry_seq')}, down.n + 1 FROM down "
+    f"JOIN {rows.TABLE} c {{parent_index}} ON c.{rows.SESSION_COLUMN} = %s AND c.{_S('parent_entry_id')} = down.eid "
+    f"WHERE down.n < %s) "
+    f"SELECT eid, pid, seq, n FROM down"
+)
+_CHILD_IDS_SQL = (
+    f"SELECT {_S('entry_id')} FROM {rows.TABLE} {{parent_index}} WHERE {rows.SESSION_COLUMN} = %s "
+    f"AND {_S('parent_entry_id')} = %s ORDER BY {_S('entry_seq')}"
+)
+# Entries of some types aimed at one target: by ``entry_type_idx`` (a
+# session's labels and context edits are few), never a scan of the session.
+_TARGETING_SQL = (
+    f"{rows.SELECT_PAYLOAD} {{type_index}} WHERE {rows.SESSION_COLUMN} = %s AND type IN ({{types}}) "
+    f"AND target_entry_id = %s ORDER BY entry_seq"
+)
+
+
+_CUSTOM_SQL = (
+    f"{rows.SELECT_PAYLOAD} {{custom_index}} WHERE {rows.SESSION_COLUMN} = %s AND custom_type IN ({{types}}) "
+    f"AND type = 'custom' ORDER BY entry_seq"
+)
+
+
+def _index_hint(name: str) -> str:
+    """Use index ``name`` (the planners, without statistics, prefer a scan of the session's rows)."""
+    if connection.vendor == "sqlite":
+        return f"INDEXED BY {name}"
+    if connection.vendor == "mysql":
+        return f"FORCE INDEX ({name})"
+    return ""  # pragma: no cover - the provider runs on MySQL/MariaDB and SQLite
+
+
+def _segment(session_key: str, leaf_entry_id: str, top: int, leaf_depth: int) -> list[Entry]:
+    """The path from depth ``top`` down to the leaf (at ``leaf_depth``), root
+    first, in statements of ``WALK_STEPS`` steps at most (a longer recursion
+    stops silently on MariaDB). A walk that ends early returns what it found:
+    ``context_path`` checks the length."""
+    parts: list[list[Entry]] = []
+    current, depth = leaf_entry_id, leaf_depth
     with connection.cursor() as cursor, gc_paused():
-        cursor.execute(_SEGMENT_SQL, [session_key, leaf_entry_id, session_key, top, session_key])
-        return rows.decode_rows(cursor.fetchall())
+        while True:
+            bound = max(top, depth - WALK_STEPS)
+            cursor.execute(_SEGMENT_SQL, [session_key, current, session_key, bound, session_key])
+            part = rows.decode_rows(cursor.fetchall())
+            if part:
+                parts.append(part)
+            if not part or bound <= top or len(part) != depth - bound + 1:
+                break
+            parent = part[0].get("parentId")
+            if not isinstance(parent, str):
+                break
+            current, depth = parent, bound - 1
+    return [entry for part in reversed(parts) for entry in part]
 
 
 class MySQLView:
@@ -546,6 +617,99 @@ class MySQLView:
     def known_ids(self, named: Collection[str]) -> Mapping[str, Any]:
         return StoredIds(self.state.session_id, named)
 
+    # --- reads by key around one entry (``keyed_reads``) ----------------------------
+
+    def entry_facts(self, ids: Collection[str]) -> dict[str, PathFacts]:
+        """The path facts of the ``ids`` that name rows (one query by key, no payloads)."""
+        wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+        if not wanted:
+            return {}
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {rows.SELECT_FACTS} FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
+                f"AND {_S('entry_id')} IN ({rows.in_list(len(wanted))})",
+                [self.state.session_id, *wanted],
+            )
+            return dict(rows.row_facts(row) for row in cursor.fetchall())
+
+    def path_ids(self, entry_id: str, steps: int) -> list[str]:
+        """``entry_id`` and its ``steps`` nearest ancestors, root first, walked
+        by parent (ids only) in statements of ``WALK_STEPS`` steps at most."""
+        key = self.state.session_id
+        out: list[str] = []
+        seen: set[str] = set()
+        current: Any = entry_id
+        left = max(0, steps)
+        with connection.cursor() as cursor:
+            while isinstance(current, str) and current not in seen:
+                cursor.execute(_PATH_IDS_SQL, [key, current, key, min(left, WALK_STEPS)])
+                walked = cursor.fetchall()
+                if not walked:
+                    break
+                for found_id, _ in walked:
+                    if found_id in seen:  # pragma: no cover - a parent cycle in damaged rows
+                        walked = []
+                        break
+                    seen.add(found_id)
+                    out.append(found_id)
+                left -= len(walked) - 1 if walked else 0
+                if not walked or left <= 0 or len(walked) <= WALK_STEPS:
+                    break
+                current = walked[-1][1]  # the next walk starts at the top's parent
+                left -= 1
+                if not isinstance(current, str):
+                    break
+        out.reverse()
+        return out
+
+    def child_ids(self, entry_id: str) -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _CHILD_IDS_SQL.format(parent_index=_index_hint("entry_parent_idx")), [self.state.session_id, entry_id]
+            )
+            return [row[0] for row in cursor.fetchall() if row[0] != entry_id]
+
+    def entries_targeting(self, target_id: str, types: Collection[str]) -> list[Entry]:
+        kinds = list(types)
+        sql = _TARGETING_SQL.format(type_index=_index_hint("entry_type_idx"), types=rows.in_list(len(kinds)))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [self.state.session_id, *kinds, target_id])
+            return rows.decode_rows(cursor.fetchall())
+
+    def custom_entries(self, custom_types: Collection[str]) -> list[Entry]:
+        """``custom`` entries of ``custom_types``, by ``entry_custom_type_idx`` (never every custom entry)."""
+        kinds = list(dict.fromkeys(custom_types))
+        if not kinds:
+            return []
+        sql = _CUSTOM_SQL.format(custom_index=_index_hint("entry_custom_type_idx"), types=rows.in_list(len(kinds)))
+        with connection.cursor() as cursor, gc_paused():
+            cursor.execute(sql, [self.state.session_id, *kinds])
+            return rows.decode_rows(cursor.fetchall())
+
+    def subtree(self, entry_id: str) -> dict[str, str | None]:
+        """``entry_id`` and every entry below it → its parent, in append order:
+        walked down by parent in statements of ``WALK_STEPS`` levels at most."""
+        key = self.state.session_id
+        found: dict[str, tuple[int, str | None]] = {}
+        frontier = [entry_id]
+        with connection.cursor() as cursor:
+            while frontier:
+                deeper: list[str] = []
+                for chunk in rows.chunks(frontier, BY_ID_LIMIT):
+                    sql = _SUBTREE_SQL.format(
+                        ids=rows.in_list(len(chunk)), parent_index=_index_hint("entry_parent_idx")
+                    )
+                    cursor.execute(sql, [key, *chunk, key, WALK_STEPS])
+                    for child, parent, seq, level in cursor.fetchall():
+                        if level and child in found:  # pragma: no cover - a parent cycle in damaged rows
+                            continue
+                        if child not in found:
+                            found[child] = (seq, parent)
+                        if level == WALK_STEPS:
+                            deeper.append(child)  # its children are not read yet
+                frontier = deeper
+        return {child: parent for child, (_, parent) in sorted(found.items(), key=lambda item: item[1][0])}
+
     def context_entries(self, leaf_entry_id: str) -> list[Entry] | None:
         """The entries the context at ``leaf_entry_id`` needs, read by key from
         the rows' path facts: a fixed number of queries at any size. ``None``
@@ -561,7 +725,8 @@ class MySQLView:
             # The heads hold every stored entry the leaf's facts can name.
             return {i: (rows.decode_row(heads[i][0]), heads[i][1]) for i in ids if i in heads}
 
-        return context_path(leaf_entry_id, leaf[1], lookup, lambda leaf_id, top: _segment(key, leaf_id, top))
+        depth = leaf[1].depth
+        return context_path(leaf_entry_id, leaf[1], lookup, lambda leaf_id, top: _segment(key, leaf_id, top, depth))
 
 
 class MySQLWrite(MySQLView):

@@ -20,9 +20,12 @@ from sessiontree.core.context_builder import build_context_from_path, entry_to_m
 from sessiontree.core.entries import message_of
 from sessiontree.core.errors import BadInput, EntryNotFound
 from sessiontree.core.path import walk_path
+from sessiontree.core.path_facts import PathFacts, build_context_from_segment
 from sessiontree.core.text import entry_role, entry_text
 from sessiontree.core.types import Entry, LabelInfo, SessionContext
+from sessiontree.providers import keyed_reads
 from sessiontree.providers.base import SessionTreeProvider
+from sessiontree.providers.template import context_entries, read_path
 
 from .tree_window import NAME_LOOKAHEAD, read_shape, read_skeleton
 
@@ -44,10 +47,11 @@ class ContextStep:
 @dataclass
 class EntryContext:
     entry: Entry
-    path_ids: list[str]
+    depth: int  # the entry's ancestors
+    path_tail: list[str]  # the last ids of its path (at most ``PATH_TAIL``), root first, the entry last
     label: LabelInfo | None
     context: SessionContext
-    steps: list[ContextStep]
+    steps: list[ContextStep]  # the context's segment: from the first entry it keeps (or its root) to the entry
     tokens: int  # estimated size of the whole context
     usage: ContextUsageEstimate  # how ``tokens`` was counted: provider-reported usage + estimated messages
     children: list[str]
@@ -55,12 +59,22 @@ class EntryContext:
     is_leaf: bool
     leaf_entry_id: str | None
     compaction_id: str | None  # the compaction the context starts from
-    hidden_steps: int = 0  # steps left out of ``steps`` (long paths show both ends)
-    left_out: int = 0  # path entries a compaction left out of the context
+    hidden_steps: int = 0  # steps left out of ``steps`` (long segments show both ends)
+    left_out: int = 0  # path entries a compaction left out of the context (above the segment, and in it)
+
+    @property
+    def path_length(self) -> int:
+        return self.depth + 1
+
+
+# The path ids an entry panel reads: its last ``PATH_TAIL`` (a longer path
+# says how many more are above them).
+PATH_TAIL = 100
 
 
 def context_steps(path: Sequence[Entry], context: SessionContext) -> tuple[list[ContextStep], str | None]:
-    """Each path entry's fate in ``context`` (built from ``path``)."""
+    """Each path entry's fate in ``context`` (built from ``path``, or from a
+    segment of it: see ``context_segment``)."""
     sent = dict(zip(context["source_entry_ids"], context["messages"], strict=True))
     compaction_id = None
     for entry in reversed(path):
@@ -84,6 +98,26 @@ def context_steps(path: Sequence[Entry], context: SessionContext) -> tuple[list[
     return steps, compaction_id
 
 
+def context_segment(built_from: Sequence[Entry]) -> list[Entry]:
+    """The path segment the context is made of, out of what it is built from
+    (``template.context_entries``: the whole path, or the segment after the
+    entries above it that only set the model or the thinking level): from the
+    nearest compaction's first kept entry (the compaction itself when it keeps
+    nothing of the path; the root without a compaction) down to the leaf."""
+    if not built_from:
+        return []
+    start = len(built_from) - 1
+    while start > 0 and built_from[start].get("parentId") == built_from[start - 1].get("id"):
+        start -= 1
+    chain = list(built_from[start:])
+    at = next((i for i in range(len(chain) - 1, -1, -1) if chain[i].get("type") == "compaction"), None)
+    if at is None:
+        return chain
+    first_kept = chain[at].get("firstKeptEntryId")
+    kept = next((i for i in range(at) if chain[i].get("id") == first_kept), at)
+    return chain[kept:]
+
+
 def _shorten_steps(steps: list[ContextStep]) -> tuple[list[ContextStep], int]:
     if len(steps) <= MAX_STEPS:
         return steps, 0
@@ -92,39 +126,67 @@ def _shorten_steps(steps: list[ContextStep]) -> tuple[list[ContextStep], int]:
     return [*steps[:head], *steps[-tail:]], len(steps) - MAX_STEPS
 
 
+def _on_path_to(view: Any, leaf_id: str | None, facts: Mapping[str, PathFacts], entry_id: str) -> bool:
+    """Whether ``entry_id`` is on the path to ``leaf_id``: the leaf's ancestor at
+    the entry's depth, walked by parent (ids only) over the depths between them."""
+    if leaf_id is None:
+        return False
+    if leaf_id == entry_id:
+        return True
+    leaf, own = facts.get(leaf_id), facts.get(entry_id)
+    if leaf is not None and own is not None and leaf.exact and own.exact:
+        return leaf.depth > own.depth and keyed_reads.path_ids(view, leaf_id, leaf.depth - own.depth)[0] == entry_id
+    return entry_id in keyed_reads.path_ids(view, leaf_id, view.state.entry_count)
+
+
 def entry_context(provider: SessionTreeProvider, session_id: str, entry_id: str) -> EntryContext:
-    """``entry_id`` in full, its path, label, children, and the context with it as the leaf."""
+    """``entry_id`` in full, the end of its path, label, children, and the
+    context with it as the leaf: read by key from the storage's path facts
+    (``core/path_facts.py``), so it costs the context's segment, not the path
+    (the whole path is read only where the facts cannot say)."""
     with provider.read(session_id) as view:
         state = view.state
-        shape = read_shape(view)
-        parent = shape.parent
-        if entry_id not in parent:
-            raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
-        path_ids = walk_path(entry_id, parent)
-        path = view.entries(path_ids)
-        labels = shape.labels
         leaf_id = state.leaf_entry_id
-        active = set(walk_path(leaf_id, parent)) if leaf_id is not None and leaf_id in parent else set()
-    children = list(shape.children.get(entry_id, ()))
-    context = build_context_from_path(path)
-    steps, compaction_id = context_steps(path, context)
+        facts = keyed_reads.entry_facts(view, [entry_id] if leaf_id is None else [entry_id, leaf_id])
+        own = facts.get(entry_id)
+        if own is not None and own.exact:
+            built_from = context_entries(view, entry_id)
+            depth = own.depth
+            tail = keyed_reads.path_ids(view, entry_id, min(depth, PATH_TAIL - 1))
+        else:  # facts that cannot say (a streaming entry, an orphan's subtree): the whole path
+            if view.get(entry_id) is None:
+                raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
+            built_from = read_path(view, entry_id)
+            depth = len(built_from) - 1
+            tail = [entry["id"] for entry in built_from[-PATH_TAIL:]]
+        if not built_from or built_from[-1].get("id") != entry_id:  # pragma: no cover - a damaged store
+            raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
+        children = keyed_reads.child_ids(view, entry_id)
+        # A childless entry other than the leaf is a tip of another branch.
+        on_active = leaf_id == entry_id or (bool(children) and _on_path_to(view, leaf_id, facts, entry_id))
+        label = keyed_reads.label_of(view, entry_id)
+    context = build_context_from_segment(built_from)
+    segment = context_segment(built_from)
+    steps, compaction_id = context_steps(segment, context)
     shown, hidden = _shorten_steps(steps)
     usage = estimate_context_tokens(context["messages"])
+    above = depth + 1 - len(segment)
     return EntryContext(
-        entry=path[-1],
-        path_ids=path_ids,
-        label=labels.get(entry_id),
+        entry=built_from[-1],
+        depth=depth,
+        path_tail=tail,
+        label=label,
         context=context,
         steps=shown,
         tokens=usage.tokens,
         usage=usage,
         children=children,
-        on_active_path=entry_id in active,
+        on_active_path=on_active,
         is_leaf=entry_id == leaf_id,
         leaf_entry_id=leaf_id,
         compaction_id=compaction_id,
         hidden_steps=hidden,
-        left_out=sum(1 for step in steps if step.status == "compacted"),
+        left_out=(above if compaction_id is not None else 0) + sum(1 for step in steps if step.status == "compacted"),
     )
 
 

@@ -7,8 +7,8 @@ The entry panel says which: for each branch tip under the message (the leaf
 first, then the latest), whether the latest ``context_edit`` of the message
 on the way from the message to that tip hides it (as
 ``moderation.hidden_on_path`` decides for a whole path). Reads go through
-the provider contract: the skeleton, the session's ``context_edit`` entries
-and the message itself.
+the provider contract, by key: the message, the subtree under it and the
+``context_edit`` entries aimed at it (``providers/keyed_reads.py``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from sessiontree.core.entries import message_of
 from sessiontree.core.errors import EntryNotFound
 from sessiontree.core.types import Entry
+from sessiontree.providers import keyed_reads
 from sessiontree.providers.base import SessionTreeProvider
-
-from .tree_window import read_skeleton
 
 # Branch tips checked at most (the leaf first, then the latest); more are counted.
 TIPS_CHECKED = 20
@@ -67,57 +66,58 @@ def _hides(edit: Entry, original: object) -> bool:
 
 
 def hidden_on_branches(
-    provider: SessionTreeProvider, session_id: str, entry_id: str, *, limit: int = TIPS_CHECKED
+    provider: SessionTreeProvider,
+    session_id: str,
+    entry_id: str,
+    *,
+    limit: int = TIPS_CHECKED,
+    branches_when_unedited: bool = True,
 ) -> HiddenOn:
-    """Whether ``entry_id`` is hidden from the model on each branch through it."""
+    """Whether ``entry_id`` is hidden from the model on each branch through it.
+
+    Reads the message, the ``context_edit`` entries aimed at it and the
+    subtree under it (children by parent): nothing above it. A message no
+    edit names is shown on every branch: with ``branches_when_unedited``
+    false (the entry panel) its subtree is not read and no branch is listed."""
     with provider.read(session_id) as view:
-        skeleton = read_skeleton(view)
-        shape = skeleton.shape
-        if entry_id not in shape.parent:
+        target = view.get(entry_id)
+        if target is None:
             raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
-        (target,) = view.entries([entry_id])
         if not _hideable(target):
             return HiddenOn(entry_id, hideable=False)
+        leaf_id = view.state.leaf_entry_id
         edits = {
             edit["id"]: edit
-            for edit in view.all_entries(types=("context_edit",))
-            if edit.get("targetId") == entry_id and edit.get("id") is not None
+            for edit in keyed_reads.entries_targeting(view, entry_id, ("context_edit",))
+            if edit.get("id") is not None
         }
+        if not edits and not branches_when_unedited:
+            return HiddenOn(entry_id, hideable=True)
+        below = keyed_reads.subtree(view, entry_id)  # append order
     # The tips under the message (itself, when it has no children).
-    tips: list[str] = []
-    stack = [entry_id]
-    seen: set[str] = set()
-    while stack:
-        below = stack.pop()
-        if below in seen:  # pragma: no cover - only a damaged file has a cycle
-            continue
-        seen.add(below)
-        kids = shape.children.get(below, ())
-        if not kids:
-            tips.append(below)
-        stack.extend(kids)
-    order = {entry_id: index for index, entry_id in enumerate(shape.parent)}
-    tips.sort(key=lambda tip: (tip != skeleton.leaf_entry_id, -order.get(tip, 0)))
+    has_children = {parent for child, parent in below.items() if child != entry_id}
+    order = {child: index for index, child in enumerate(below)}
+    tips = [child for child in below if child not in has_children]
+    tips.sort(key=lambda tip: (tip != leaf_id, -order.get(tip, 0)))
     original = _content(target)
     found = HiddenOn(entry_id, hideable=True, more=max(0, len(tips) - limit))
     for tip in tips[:limit]:
         decided: Entry | None = None
         current: str | None = tip
-        while current is not None and current != entry_id:
+        seen: set[str] = set()
+        while current is not None and current != entry_id and current not in seen:
+            seen.add(current)
             edit = edits.get(current)
             if edit is not None:
                 decided = edit  # the latest edit of the message on this branch
                 break
-            current = shape.parent_of(current)
+            current = below.get(current)
         found.branches.append(
             BranchHiding(
                 tip_id=tip,
-                is_leaf=tip == skeleton.leaf_entry_id,
+                is_leaf=tip == leaf_id,
                 hidden=decided is not None and _hides(decided, original),
                 edit_id=decided.get("id") if decided is not None else None,
             )
         )
     return found
-
-
-__all__ = ["TIPS_CHECKED", "BranchHiding", "HiddenOn", "hidden_on_branches"]

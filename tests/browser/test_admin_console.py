@@ -51,8 +51,12 @@ def test_unfold_a_branch_and_see_an_entrys_context(operator_page: Page, demo_sit
 
     open_tree(page, demo_site, "demo-coding-2")
     page.locator("#jump-leaf").click()
-    expect(panel.locator(".step-compacted").first).to_be_visible()
+    # The steps start where the context does (the compaction's summary and
+    # what it keeps); what it left out is counted, not listed (issue 23).
+    expect(panel.locator(".step-summary").first).to_be_visible()
+    expect(panel.locator(".step-compacted")).to_have_count(0)
     expect(panel.locator(".left-out-count")).to_be_visible()
+    expect(panel.locator(".left-out-count")).to_have_text(re.compile(r"^[1-9]\d*$"))
     screenshot(page, "left-out-by-compaction")
 
 

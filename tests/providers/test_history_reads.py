@@ -151,3 +151,27 @@ def test_the_migration_fills_the_facts_of_existing_rows(db, tmp_path):
         apps, SimpleNamespace(connection=connection)
     )
     assert list(rows.order_by("entry_seq").values_list(*columns)) == written
+
+
+def test_a_segment_longer_than_a_recursive_statement_is_read_by_key(provider, monkeypatch):
+    """A context of 2,500 path entries (no compaction): MariaDB stops a
+    recursive statement silently after 1,000 steps by default, so the segment
+    is walked in several statements, never through the whole skeleton."""
+    if provider.kind != "mysql":
+        pytest.skip("the mysql provider's statements")
+    from sessiontree.providers import mysql_provider
+
+    entries = [e for e in long_session(2500) if e["type"] != "compaction"]
+    chain: list[dict] = []
+    for entry in entries:  # one line: each entry's parent is the one before it
+        chain.append({**entry, "parentId": chain[-1]["id"] if chain else None})
+    provider.create_session(session_id="deep", entries=chain)
+    expected = build_context_from_path(provider.get_active_path("deep"))
+
+    def no_skeleton(*args, **kwargs):
+        raise AssertionError("the whole skeleton was read")
+
+    monkeypatch.setattr(mysql_provider, "_skeleton", no_skeleton)
+    count, context = statements(lambda: provider.build_context("deep"))
+    assert context == expected and len(context["messages"]) > 2000
+    assert count <= 3 + 2500 // mysql_provider.WALK_STEPS

@@ -234,7 +234,7 @@ def test_window_entry_context_compare_and_find_on_every_provider(provider):  # n
     )
 
     detail = entry_context(provider, "sel", ids["left"])
-    assert detail.path_ids == [ids["root"], ids["answer"], ids["left"]]
+    assert detail.path_tail == [ids["root"], ids["answer"], ids["left"]] and detail.depth == 2
     assert not detail.on_active_path and len(detail.context["messages"]) == 3 and detail.tokens > 0
 
     comparison = compare_leaves(provider, "sel", ids["left"], ids["right2"])

@@ -1,0 +1,119 @@
+"""Reads by key around one entry, for pages that show one entry (issue 23):
+its path facts, the ids just above it, its children, the entries aimed at
+it (labels, context edits) and the subtree under it.
+
+Each asks the storage's own optional method first (a view may answer by
+key: the mysql provider by its indexes, the file provider from its index)
+and falls back to a generic answer from the port's ``parents()`` and
+``all_entries()``, which every storage has. The optional view methods carry
+the same names and signatures as the functions here, without ``view``, and
+may answer ``None`` for "ask the generic way":
+
+- ``entry_facts(ids) -> Mapping[str, PathFacts]``
+- ``path_ids(entry_id, steps) -> list[str]``
+- ``child_ids(entry_id) -> list[str]``
+- ``entries_targeting(target_id, types) -> list[Entry]``
+- ``subtree(entry_id) -> dict[str, str | None]``
+- ``custom_entries(custom_types) -> list[Entry]``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from sessiontree.core.path import resolve_latest_labels, walk_path
+from sessiontree.core.path_facts import PathFacts, facts_in_order
+from sessiontree.core.types import Entry, LabelInfo
+
+from .port import StoredView
+
+
+def entry_facts(view: StoredView, ids: Collection[str]) -> Mapping[str, PathFacts]:
+    """The path facts (``core/path_facts.py``) of the ``ids`` that name stored
+    entries. Generic: each one's path walked and its facts computed from it."""
+    own = getattr(view, "entry_facts", None)
+    found: Mapping[str, PathFacts] | None = own(ids) if own is not None else None
+    if found is not None:
+        return found
+    parents = view.parents()
+    out: dict[str, PathFacts] = {}
+    for entry_id in dict.fromkeys(ids):
+        if entry_id not in parents:
+            continue
+        out[entry_id] = facts_in_order(view.entries(walk_path(entry_id, parents)))[-1]
+    return out
+
+
+def path_ids(view: StoredView, entry_id: str, steps: int) -> list[str]:
+    """``entry_id`` and its ``steps`` nearest ancestors (fewer near a root), root first."""
+    own = getattr(view, "path_ids", None)
+    found: list[str] | None = own(entry_id, steps) if own is not None else None
+    if found is not None:
+        return found
+    parents = view.parents()
+    out = [entry_id]
+    seen = {entry_id}
+    current: Any = parents.get(entry_id)
+    while len(out) <= steps and isinstance(current, str) and current in parents and current not in seen:
+        out.append(current)
+        seen.add(current)
+        current = parents.get(current)
+    out.reverse()
+    return out
+
+
+def child_ids(view: StoredView, entry_id: str) -> list[str]:
+    """The entries whose parent is ``entry_id``, in append order."""
+    own = getattr(view, "child_ids", None)
+    found: list[str] | None = own(entry_id) if own is not None else None
+    if found is not None:
+        return found
+    return [child for child, parent in view.parents().items() if parent == entry_id and child != entry_id]
+
+
+def entries_targeting(view: StoredView, target_id: str, types: Collection[str]) -> list[Entry]:
+    """The entries of ``types`` (``label``, ``context_edit``) whose ``targetId`` is ``target_id``, in append order."""
+    own = getattr(view, "entries_targeting", None)
+    found: list[Entry] | None = own(target_id, types) if own is not None else None
+    if found is not None:
+        return found
+    return [entry for entry in view.all_entries(types=types) if entry.get("targetId") == target_id]
+
+
+def label_of(view: StoredView, target_id: str) -> LabelInfo | None:
+    """``target_id``'s current label (the latest label entry aimed at it; an empty one clears)."""
+    return resolve_latest_labels(entries_targeting(view, target_id, ("label",))).get(target_id)
+
+
+def subtree(view: StoredView, entry_id: str) -> dict[str, str | None]:
+    """``entry_id`` and every entry below it → its parent id, in append order."""
+    own = getattr(view, "subtree", None)
+    found: dict[str, str | None] | None = own(entry_id) if own is not None else None
+    if found is not None:
+        return found
+    parents = view.parents()
+    if entry_id not in parents:
+        return {}
+    children: dict[str, list[str]] = {}
+    for child, parent in parents.items():
+        if isinstance(parent, str):
+            children.setdefault(parent, []).append(child)
+    under = {entry_id}
+    stack = [entry_id]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in under:
+                under.add(child)
+                stack.append(child)
+    return {child: parents[child] for child in parents if child in under}
+
+
+def custom_entries(view: StoredView, custom_types: Collection[str]) -> list[Entry]:
+    """The ``custom`` entries whose ``customType`` is one of ``custom_types``, in append order."""
+    own = getattr(view, "custom_entries", None)
+    found: list[Entry] | None = own(custom_types) if own is not None else None
+    if found is not None:
+        return found
+    wanted = set(custom_types)
+    return [entry for entry in view.all_entries(types=("custom",)) if entry.get("customType") in wanted]
