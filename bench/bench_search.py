@@ -175,14 +175,23 @@ def child(args: argparse.Namespace) -> None:
         "rows": SearchEntry.objects.count(),
         "queries": {},
     }
+    from sessiontree.core.errors import SearchTooBroad
+
+    if connection.vendor == "mysql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT @@innodb_buffer_pool_size")
+            results["buffer_pool_mb"] = int(cursor.fetchone()[0]) // 2**20
     for name, query in queries.items():
-        moderation.search_entries(actor="bench", **query)  # warm
         timings = []
-        found = 0
-        for _ in range(args.repeat):
+        found: int | str = 0
+        for run in range(args.repeat + 1):  # the first run warms the caches
             start = time.perf_counter()
-            found = len(moderation.search_entries(actor="bench", **query))
-            timings.append((time.perf_counter() - start) * 1000)
+            try:
+                found = len(moderation.search_entries(actor="bench", **query))
+            except SearchTooBroad:
+                found = "search_too_broad"
+            if run:
+                timings.append((time.perf_counter() - start) * 1000)
         results["queries"][name] = {
             "median_ms": round(statistics.median(timings), 2),
             "max_ms": round(max(timings), 2),
@@ -192,14 +201,32 @@ def child(args: argparse.Namespace) -> None:
     print(json.dumps(results))
 
 
-def _mysql(sql: str) -> None:
+def _mysql(sql: str) -> Any:
     import MySQLdb
     from bench_mysql_provider import server_url
 
     _url, connect = server_url(DATABASE)
     conn = MySQLdb.connect(**connect, autocommit=True)
-    conn.cursor().execute(sql)
+    cursor = conn.cursor()
+    cursor.execute(sql)
+    row = cursor.fetchone() if cursor.description else None
     conn.close()
+    return row[0] if row else None
+
+
+def _resize_buffer_pool(megabytes: int) -> None:
+    """``SET GLOBAL innodb_buffer_pool_size``, then wait while the server
+    resizes it (in the background)."""
+    _mysql(f"SET GLOBAL innodb_buffer_pool_size = {megabytes * 2**20}")
+    time.sleep(0.5)
+    for _ in range(600):
+        status = _mysql(
+            "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+            "WHERE VARIABLE_NAME = 'INNODB_BUFFER_POOL_RESIZE_STATUS'"
+        )
+        if not status or str(status).startswith("Completed"):
+            return
+        time.sleep(0.1)
 
 
 def main() -> None:
@@ -209,6 +236,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--legs", default="sqlite,mysql")
     parser.add_argument("--keep", action="store_true", help="keep the MySQL database (a later run reuses it)")
+    parser.add_argument(
+        "--buffer-pool-mb",
+        type=int,
+        help="MySQL leg: set the server's innodb_buffer_pool_size to this for the run (restored after)",
+    )
+    parser.add_argument(
+        "--timeout-ms",
+        type=float,
+        default=0,
+        help="SESSIONTREE_SEARCH_TIMEOUT_MS for the queries (default 0: the engine's own time, no limit)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kind", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
@@ -225,15 +263,19 @@ def main() -> None:
     medians: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-search-") as workdir:
         for leg in legs:
+            pool_before = None
             if leg == "mysql":
                 _mysql(f"CREATE DATABASE IF NOT EXISTS {DATABASE} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+                if args.buffer_pool_mb:
+                    pool_before = int(_mysql("SELECT @@innodb_buffer_pool_size")) // 2**20
+                    _resize_buffer_pool(args.buffer_pool_mb)
             try:
                 command = [sys.executable, __file__, "--child", f"--kind={leg}", f"--workdir={workdir}"]
                 command += [f"--entries={args.entries}", f"--sessions={args.sessions}", f"--repeat={args.repeat}"]
                 done = subprocess.run(
                     command,
                     cwd=ROOT,
-                    env={**os.environ, "PYTHONPATH": str(ROOT)},
+                    env={**os.environ, "PYTHONPATH": str(ROOT), "SESSIONTREE_SEARCH_TIMEOUT_MS": str(args.timeout_ms)},
                     capture_output=True,
                     text=True,
                     check=False,
@@ -241,19 +283,23 @@ def main() -> None:
             finally:
                 if leg == "mysql" and not args.keep:
                     _mysql(f"DROP DATABASE IF EXISTS {DATABASE}")
+                if pool_before is not None:
+                    _resize_buffer_pool(pool_before)
             if done.returncode != 0:
                 sys.exit(f"{leg} failed:\n{done.stderr[-3000:]}")
             result = json.loads(done.stdout.strip().splitlines()[-1])
-            engine = "FTS5" if leg == "sqlite" else "InnoDB FULLTEXT"
+            engine = "FTS5" if leg == "sqlite" else f"InnoDB FULLTEXT, {result['buffer_pool_mb']} MiB buffer pool"
             print(
                 f"{leg} ({engine}): {result['rows']:,} rows, written in {result['built_s']} s "
                 f"(+ {result['caught_up_s']} s for the engine to take them in after the bulk load)"
             )
             for name, figures in result["queries"].items():
                 holding = f", {figures['rows_holding']:,} rows hold it" if figures["rows_holding"] is not None else ""
+                returned = figures["returned"]
+                answer = f"{returned} returned" if isinstance(returned, int) else f"answered {returned}"
                 print(
                     f"  {name:<40} median {figures['median_ms']:8.2f} ms  max {figures['max_ms']:8.2f} ms  "
-                    f"({figures['returned']} returned{holding})"
+                    f"({answer}{holding})"
                 )
             medians[leg] = statistics.median(f["median_ms"] for f in result["queries"].values())
     for leg, value in medians.items():

@@ -343,6 +343,9 @@ SESSIONTREE_MODERATION_OPENAI_RETRIES = int(os.environ.get("SESSIONTREE_MODERATI
 SESSIONTREE_MODERATION_GAP_SECONDS = int(os.environ.get("SESSIONTREE_MODERATION_GAP_SECONDS", "3600"))
 # Search (docs/moderation.md, "Search"): at most this many characters of an entry are indexed.
 SESSIONTREE_SEARCH_MAX_TEXT = int(os.environ.get("SESSIONTREE_SEARCH_MAX_TEXT", "1000000"))
+# On MySQL/MariaDB a search statement taking longer than this many milliseconds
+# is stopped and answered search_too_broad (0: no limit).
+SESSIONTREE_SEARCH_TIMEOUT_MS = float(os.environ.get("SESSIONTREE_SEARCH_TIMEOUT_MS", "5000"))
 
 # Data protection (docs/data-protection.md): sessions idle longer than this many
 # days are deleted by apply_retention, unless their agent says otherwise (unset: keep).

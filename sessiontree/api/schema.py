@@ -42,7 +42,11 @@ ERROR_DESCRIPTIONS = {
     413: "The body or the entry is too large.",
     414: "The request line is too long (the HTTP server's answer).",
     415: "The body is not application/json.",
-    422: "The Idempotency-Key was used before with a different request (idempotency_key_reused).",
+    422: (
+        "The Idempotency-Key was used before with a different request (idempotency_key_reused); "
+        "or a search's words are in too many entries to answer within the search time limit "
+        "(search_too_broad): add a word or narrow the sessions searched."
+    ),
     431: "The request's header fields are too large (the HTTP server's answer).",
     502: "The summarizer failed.",
     503: (
@@ -101,6 +105,8 @@ class SessionTreeAutoSchema(AutoSchema):
             codes += [403, 409, 413, 415, 422]
             if under_session:
                 codes.append(412)
+        if self.path == "/api/search/":
+            codes.append(422)  # search_too_broad
         if getattr(self.view, "action", None) in SUMMARIZING_ACTIONS:
             codes.append(502)
         return sorted(codes)

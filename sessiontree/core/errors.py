@@ -13,7 +13,7 @@ message always names the offending session or entry id.
 | ``not_found``   | unknown session or entry                  | 404  | 3    |
 | ``conflict``    | leaf moved, entry immutable, session closed | 409 | 4   |
 | ``precondition`` | a conditional request's tag does not match | 412  | 4    |
-| ``unprocessable`` | a key reused for a different request    | 422  | 2    |
+| ``unprocessable`` | a key reused for a different request, a search too broad | 422 | 2 |
 | ``corrupt``     | stored data is damaged (operator's job)   | 500  | 5    |
 | ``unavailable`` | storage cannot be reached right now       | 503  | 6    |
 | ``upstream``    | a summarizer back end failed              | 502  | 7    |
@@ -199,6 +199,17 @@ class CommitOutcomeUnknown(StorageUnavailable):
     (and stores nothing twice); without a key, read the session first."""
 
     code = "commit_outcome_unknown"
+
+
+class SearchTooBroad(SessionTreeError):
+    """A search whose words are in so many entries that the full-text engine
+    could not answer within the search time limit (InnoDB computes every
+    match before it can order them newest first): nothing is wrong with the
+    query, and asking again gives the same answer; add a word or narrow the
+    sessions searched."""
+
+    code = "search_too_broad"
+    category = UNPROCESSABLE
 
 
 class SummarizerError(SessionTreeError):

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 
+from sessiontree.core.errors import SearchTooBroad
 from sessiontree.core.search import term_words
 from sessiontree.core.text import entry_role, entry_text
 from sessiontree.core.types import Entry
@@ -41,6 +42,14 @@ from sessiontree.models import AgentSession, SearchEntry
 # At most this many characters of an entry's text are indexed (a tool's
 # output can be megabytes); ``SESSIONTREE_SEARCH_MAX_TEXT`` overrides it.
 DEFAULT_MAX_TEXT = 1_000_000
+# A MySQL/MariaDB search statement is stopped after this many milliseconds
+# (``SESSIONTREE_SEARCH_TIMEOUT_MS``; 0: never). InnoDB computes every match of
+# a word before it can order them: a word in most entries of a large index
+# would otherwise hold a worker for seconds.
+DEFAULT_TIMEOUT_MS = 5000
+# The servers' error for a statement stopped by its time limit: MariaDB's
+# max_statement_time, MySQL's MAX_EXECUTION_TIME.
+STATEMENT_TIMEOUT_ERRORS = frozenset({1969, 3024})
 # Rows per INSERT statement, and bytes of text per statement (MySQL's packet limit).
 BATCH_ROWS = 500
 BATCH_BYTES = 4 * 1024 * 1024
@@ -129,6 +138,10 @@ class ScannedRow:
 
 def max_text() -> int:
     return int(getattr(settings, "SESSIONTREE_SEARCH_MAX_TEXT", DEFAULT_MAX_TEXT))
+
+
+def timeout_ms() -> float:
+    return max(0.0, float(getattr(settings, "SESSIONTREE_SEARCH_TIMEOUT_MS", DEFAULT_TIMEOUT_MS)))
 
 
 def index_row(entry: Entry, *, limit: int | None = None) -> IndexRow | None:
@@ -389,6 +402,23 @@ def innodb_query(terms: Sequence[str], *, min_token: int) -> str:
     return " ".join(kept)
 
 
+def _time_limited(sql: str) -> str:
+    """``sql`` (a SELECT) with the search time limit, in the server's own syntax."""
+    limit = timeout_ms()
+    if not limit:
+        return sql
+    if getattr(connection, "mysql_is_mariadb", False):
+        # Seconds, to the microsecond.
+        return f"SET STATEMENT max_statement_time={max(limit / 1000, 0.000001):.6f} FOR {sql}"
+    # Whole milliseconds.
+    return sql.replace("SELECT ", f"SELECT /*+ MAX_EXECUTION_TIME({max(1, round(limit))}) */ ", 1)
+
+
+def _too_broad(error: OperationalError) -> bool:
+    code = error.args[0] if error.args else None
+    return code in STATEMENT_TIMEOUT_ERRORS
+
+
 @dataclass(frozen=True)
 class SessionScope:
     """Which sessions a search looks in: the session list's filters, and
@@ -462,8 +492,18 @@ def search(terms: Sequence[str], scope: SessionScope, *, limit: int) -> list[Sea
     else:  # pragma: no cover - the project runs on SQLite and MySQL/MariaDB
         return []
     sql += "".join(f" AND {clause}" for clause in clauses) + f" ORDER BY {order} DESC LIMIT %s"
+    if vendor == "mysql":
+        sql = _time_limited(sql)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [match, *params, limit])
+        try:
+            cursor.execute(sql, [match, *params, limit])
+        except OperationalError as error:
+            if not _too_broad(error):
+                raise
+            raise SearchTooBroad(
+                f"the search {' '.join(terms)!r} matches too many entries to answer within "
+                f"{timeout_ms():g} ms: add a word, or search fewer sessions (a user, an agent, a session)"
+            ) from error
         found = cursor.fetchall()
         if not found:
             return []

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.services.test_search import search_table_locked
+
 from .conftest import Api
 
 # InnoDB's full-text index sees committed rows only: these tests commit.
@@ -78,3 +80,23 @@ def test_operators_are_words_over_http(api: Api, kind: str, users) -> None:
     for q in ['"', "ibis*", "NOT ibis", "ibis AND", "(", "NEAR(ibis)", "ibis:x", "+-~<>@"]:
         response = api.client.get("/api/search/", {"q": q})
         assert response.status_code == 200, (q, response.content)
+
+
+def test_a_search_past_the_time_limit_is_422(api: Api, kind: str, users, settings) -> None:
+    """MySQL/MariaDB: a search stopped by SESSIONTREE_SEARCH_TIMEOUT_MS is a
+    422 with the code search_too_broad (asking again gives the same answer);
+    on SQLite no time limit applies (FTS5 stops at the page's last hit)."""
+    from django.db import connection
+
+    sid = api.create_session(kind)["session_id"]
+    api.say(sid, "the pangolin slept")
+    settings.SESSIONTREE_SEARCH_TIMEOUT_MS = 300
+    if connection.vendor != "mysql":
+        response = api.client.get("/api/search/?q=pangolin")
+        assert response.status_code == 200 and len(response.json()["results"]) == 1
+        return
+    with search_table_locked():
+        response = api.client.get("/api/search/?q=pangolin")
+    assert response.status_code == 422, response.content
+    error = response.json()["error"]
+    assert error["code"] == "search_too_broad" and "add a word" in error["message"]

@@ -5,12 +5,15 @@ or an error. On both providers, on SQLite (FTS5) and MySQL/MariaDB (InnoDB)."""
 
 from __future__ import annotations
 
+import time
+from contextlib import contextmanager
+
 import pytest
 from django.contrib.auth.models import Permission, User
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree.core.errors import BadInput, InvalidSessionId
+from sessiontree.core.errors import BadInput, InvalidSessionId, SearchTooBroad
 from sessiontree.models import Agent
 from sessiontree.services import entries, moderation, sessions
 from tests.contract.conftest import make_provider
@@ -180,3 +183,52 @@ def test_a_query_that_is_too_long_is_bad_input(corpus):
     with pytest.raises(BadInput):
         moderation.search_entries(q="x" * 501, actor="t")
     assert moderation.search_entries(q="   ", actor="t") == []
+
+
+@contextmanager
+def search_table_locked():
+    """MySQL/MariaDB: another connection holds the search table for writing,
+    so a search waits on it until its time limit stops it (a slow search,
+    made deterministic)."""
+    from django.db import connection
+
+    other = connection.copy()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT @@SESSION.lock_wait_timeout")
+        (wait,) = cursor.fetchone()
+        # Without a time limit the search would wait the server's default (a year).
+        cursor.execute("SET SESSION lock_wait_timeout = 3")
+    try:
+        with other.cursor() as cursor:
+            cursor.execute("LOCK TABLES neta_search_entry WRITE")
+        yield
+    finally:
+        with other.cursor() as cursor:
+            cursor.execute("UNLOCK TABLES")
+        other.close()
+        with connection.cursor() as cursor:
+            cursor.execute("SET SESSION lock_wait_timeout = %s", [wait])
+
+
+def test_a_search_over_the_time_limit_is_too_broad(corpus, settings):
+    """MySQL/MariaDB: InnoDB computes every match of a word before it can
+    order them, so a search is a statement with a time limit
+    (SESSIONTREE_SEARCH_TIMEOUT_MS); past it the searcher is told to narrow
+    the query (search_too_broad, 422), not kept waiting. SQLite's FTS5 stops
+    at the limit of hits by itself: no time limit applies there."""
+    from django.db import connection
+
+    settings.SESSIONTREE_SEARCH_TIMEOUT_MS = 300
+    if connection.vendor != "mysql":
+        assert sessions_found("meerkat") == ["alice-db", "bob-archived", "bob-file"]
+        return
+    started = time.monotonic()
+    with search_table_locked(), pytest.raises(SearchTooBroad) as caught:
+        moderation.search_entries(q="meerkat", actor="t")
+    assert 0.25 < time.monotonic() - started < 5
+    assert caught.value.code == "search_too_broad"
+    assert caught.value.http_status == 422
+    assert "meerkat" in str(caught.value) and "add a word" in str(caught.value)
+    assert sessions_found("meerkat") == ["alice-db", "bob-archived", "bob-file"]
+    settings.SESSIONTREE_SEARCH_TIMEOUT_MS = 0  # no limit
+    assert sessions_found("meerkat") == ["alice-db", "bob-archived", "bob-file"]
