@@ -26,12 +26,13 @@ once (triggers), so a rewritten entry's old words are never found again.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from sessiontree.core.errors import SearchTooBroad
 from sessiontree.core.search import term_words
@@ -47,9 +48,15 @@ DEFAULT_MAX_TEXT = 1_000_000
 # a word before it can order them: a word in most entries of a large index
 # would otherwise hold a worker for seconds.
 DEFAULT_TIMEOUT_MS = 5000
-# The servers' error for a statement stopped by its time limit: MariaDB's
-# max_statement_time, MySQL's MAX_EXECUTION_TIME.
-STATEMENT_TIMEOUT_ERRORS = frozenset({1969, 3024})
+# The servers' errors for a statement stopped by its time limit: MariaDB's
+# max_statement_time (1969; 188, "interrupted", when it lands inside InnoDB's
+# full-text search), MySQL's MAX_EXECUTION_TIME (3024).
+STATEMENT_TIMEOUT_ERRORS = frozenset({188, 1969, 3024})
+# MySQL/MariaDB (``_mysql_search``): how many of the newest rows a search
+# reads first (about 10 ms), and up to how many rows the sessions a search
+# names may hold for all of theirs to be read instead.
+SCAN_WINDOW = 20_000
+SESSION_SCAN_ROWS = 20_000
 # Rows per INSERT statement, and bytes of text per statement (MySQL's packet limit).
 BATCH_ROWS = 500
 BATCH_BYTES = 4 * 1024 * 1024
@@ -402,11 +409,8 @@ def innodb_query(terms: Sequence[str], *, min_token: int) -> str:
     return " ".join(kept)
 
 
-def _time_limited(sql: str) -> str:
-    """``sql`` (a SELECT) with the search time limit, in the server's own syntax."""
-    limit = timeout_ms()
-    if not limit:
-        return sql
+def _time_limited(sql: str, limit: float) -> str:
+    """``sql`` (a SELECT) stopped after ``limit`` ms, in the server's own syntax."""
     if getattr(connection, "mysql_is_mariadb", False):
         # Seconds, to the microsecond.
         return f"SET STATEMENT max_statement_time={max(limit / 1000, 0.000001):.6f} FOR {sql}"
@@ -414,7 +418,7 @@ def _time_limited(sql: str) -> str:
     return sql.replace("SELECT ", f"SELECT /*+ MAX_EXECUTION_TIME({max(1, round(limit))}) */ ", 1)
 
 
-def _too_broad(error: OperationalError) -> bool:
+def _too_broad(error: DatabaseError) -> bool:
     code = error.args[0] if error.args else None
     return code in STATEMENT_TIMEOUT_ERRORS
 
@@ -450,63 +454,152 @@ class SessionScope:
         return clauses, params
 
 
-def search(terms: Sequence[str], scope: SessionScope, *, limit: int) -> list[SearchHit]:
+_HIT_COLUMNS = "s.id, s.session_id, s.entry_id, s.entry_type, s.role"
+
+
+def _sqlite_search(terms: Sequence[str], scope: SessionScope, clauses: list[str], params: list[Any], limit: int) -> Any:
+    catch_up()
+    match = fts5_query(terms)
+    if scope.session_ids is not None:
+        # A few sessions: their rows first (by the session index), each
+        # checked against FTS5 by rowid; scanning a common word's matches
+        # newest first for one session's would read most of them.
+        sql = (
+            f"SELECT {_HIT_COLUMNS} FROM {TABLE} s "
+            f"CROSS JOIN {FTS_TABLE} f JOIN {SESSIONS} a ON a.session_id = s.session_id "
+            f"WHERE f.rowid = s.id AND {FTS_TABLE} MATCH %s"
+        )
+        order = "s.id"
+    else:
+        sql = (
+            f"SELECT {_HIT_COLUMNS} FROM {FTS_TABLE} f "
+            f"JOIN {TABLE} s ON s.id = f.rowid JOIN {SESSIONS} a ON a.session_id = s.session_id "
+            f"WHERE {FTS_TABLE} MATCH %s"
+        )
+        # Newest first: FTS5 hands out matches in rowid order itself (no
+        # sort, and the LIMIT stops the scan); the rowid is the row's id.
+        order = "f.rowid"
+    sql += "".join(f" AND {clause}" for clause in clauses) + f" ORDER BY {order} DESC LIMIT %s"
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [match, *params, limit])
+        return cursor.fetchall()
+
+
+class _OutOfTime(Exception):
+    """A MySQL/MariaDB search statement stopped by its time limit."""
+
+
+def _run_limited(sql: str, params: list[Any], limit_ms: float | None) -> Any:
+    """Run ``sql`` with at most ``limit_ms`` (``None``: no limit)."""
+    if limit_ms is not None:
+        if limit_ms <= 0:
+            raise _OutOfTime
+        sql = _time_limited(sql, limit_ms)
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute(sql, params)
+        except DatabaseError as error:
+            if _too_broad(error):
+                raise _OutOfTime from error
+            raise
+        return cursor.fetchall()
+
+
+def _mysql_search(
+    match: str, scope: SessionScope, clauses: list[str], params: list[Any], limit: int, plan: str | None
+) -> Any:
+    """InnoDB answers a boolean ``MATCH`` in ``WHERE`` by computing every
+    match, then fetching each one to order them: quick for a selective word,
+    5 to 15 µs a match for a common one. A ``MATCH`` in the select list is
+    instead looked up per row (in the same computed set), so a scan of the
+    rows newest first stops after ``limit`` hits: quick for a common word,
+    a read of every row for a rare one. So a search reads the newest
+    ``SCAN_WINDOW`` rows first (or, when it names sessions holding at most
+    ``SESSION_SCAN_ROWS`` rows, all of theirs); the hits there are the
+    newest, and when there are fewer than ``limit``, the ``WHERE`` plan
+    adds the older ones (a word rare among the newest rows is rarely common
+    among the rest). Both plans give the same rows
+    (tests/providers/test_search_plans.py); ``plan`` forces one."""
+    where = "".join(f" AND {clause}" for clause in clauses)
+
+    def by_match(upto: int | None, count: int) -> tuple[str, list[Any]]:
+        bound = " AND s.id <= %s" if upto is not None else ""
+        sql = (
+            f"SELECT {_HIT_COLUMNS} FROM {TABLE} s JOIN {SESSIONS} a ON a.session_id = s.session_id "
+            f"WHERE MATCH (s.text) AGAINST (%s IN BOOLEAN MODE){bound}{where} ORDER BY s.id DESC LIMIT %s"
+        )
+        return sql, [match, *([upto] if upto is not None else []), *params, count]
+
+    def by_scan(after: int | None) -> tuple[str, list[Any]]:
+        # STRAIGHT_JOIN: the search rows first, read newest first by their
+        # primary key (or by the session index when sessions are named); a
+        # MATCH in the select list is a per-row lookup, and boolean mode
+        # gives every match a relevance above 0 (InnoDB's smallest is
+        # positive, also for a word in every row) and every other row 0.
+        bound = " AND s.id > %s" if after is not None else ""
+        sql = (
+            f"SELECT STRAIGHT_JOIN {_HIT_COLUMNS}, MATCH (s.text) AGAINST (%s IN BOOLEAN MODE) AS relevance "
+            f"FROM {TABLE} s JOIN {SESSIONS} a ON a.session_id = s.session_id WHERE TRUE{bound}{where} "
+            "HAVING relevance > 0 ORDER BY s.id DESC LIMIT %s"
+        )
+        return sql, [match, *([after] if after is not None else []), *params, limit]
+
+    total = timeout_ms() or None
+    started = time.monotonic()
+
+    def left() -> float | None:
+        return None if total is None else total - (time.monotonic() - started) * 1000
+
+    def hits(rows: Any) -> list[Any]:
+        return [row[:5] for row in rows]
+
+    if plan == "match":
+        return _run_limited(*by_match(None, limit), total)
+    if plan == "scan":
+        return hits(_run_limited(*by_scan(None), total))
+    if scope.session_ids is not None:
+        held = _run_limited(
+            f"SELECT COUNT(*) FROM {TABLE} WHERE session_id IN ({', '.join(['%s'] * len(scope.session_ids))})",
+            list(scope.session_ids),
+            left(),
+        )[0][0]
+        if held <= SESSION_SCAN_ROWS:
+            return hits(_run_limited(*by_scan(None), left()))
+    highest = _run_limited(f"SELECT MAX(id) FROM {TABLE}", [], left())[0][0] or 0
+    window = highest - SCAN_WINDOW
+    recent = hits(_run_limited(*by_scan(window), left()))
+    if len(recent) >= limit or window <= 0:
+        return recent
+    return recent + list(_run_limited(*by_match(window, limit - len(recent)), left()))
+
+
+def search(terms: Sequence[str], scope: SessionScope, *, limit: int, plan: str | None = None) -> list[SearchHit]:
     """Entries whose text holds every term, in the sessions ``scope`` names,
-    newest first, at most ``limit``."""
+    newest first, at most ``limit``. ``plan`` (MySQL/MariaDB, for tests and
+    benchmarks): ``"match"`` or ``"scan"`` forces one of ``_mysql_search``'s
+    two ways; the default picks by running."""
     if not terms or limit < 1 or (scope.session_ids is not None and not scope.session_ids):
         return []
     clauses, params = scope.where()
     vendor = connection.vendor
     if vendor == "sqlite":
-        catch_up()
-        match = fts5_query(terms)
-        if scope.session_ids is not None:
-            # A few sessions: their rows first (by the session index), each
-            # checked against FTS5 by rowid; scanning a common word's matches
-            # newest first for one session's would read most of them.
-            sql = (
-                f"SELECT s.id, s.session_id, s.entry_id, s.entry_type, s.role FROM {TABLE} s "
-                f"CROSS JOIN {FTS_TABLE} f JOIN {SESSIONS} a ON a.session_id = s.session_id "
-                f"WHERE f.rowid = s.id AND {FTS_TABLE} MATCH %s"
-            )
-            order = "s.id"
-        else:
-            sql = (
-                f"SELECT s.id, s.session_id, s.entry_id, s.entry_type, s.role FROM {FTS_TABLE} f "
-                f"JOIN {TABLE} s ON s.id = f.rowid JOIN {SESSIONS} a ON a.session_id = s.session_id "
-                f"WHERE {FTS_TABLE} MATCH %s"
-            )
-            # Newest first: FTS5 hands out matches in rowid order itself (no
-            # sort, and the LIMIT stops the scan); the rowid is the row's id.
-            order = "f.rowid"
+        found = _sqlite_search(terms, scope, clauses, params, limit)
     elif vendor == "mysql":
         match = innodb_query(terms, min_token=_innodb_min_token())
         if not match:
             return []
-        sql = (
-            f"SELECT s.id, s.session_id, s.entry_id, s.entry_type, s.role FROM {TABLE} s "
-            f"JOIN {SESSIONS} a ON a.session_id = s.session_id "
-            "WHERE MATCH (s.text) AGAINST (%s IN BOOLEAN MODE)"
-        )
-        order = "s.id"
-    else:  # pragma: no cover - the project runs on SQLite and MySQL/MariaDB
-        return []
-    sql += "".join(f" AND {clause}" for clause in clauses) + f" ORDER BY {order} DESC LIMIT %s"
-    if vendor == "mysql":
-        sql = _time_limited(sql)
-    with connection.cursor() as cursor:
         try:
-            cursor.execute(sql, [match, *params, limit])
-        except OperationalError as error:
-            if not _too_broad(error):
-                raise
+            found = _mysql_search(match, scope, clauses, params, limit, plan)
+        except _OutOfTime as error:
             raise SearchTooBroad(
                 f"the search {' '.join(terms)!r} matches too many entries to answer within "
                 f"{timeout_ms():g} ms: add a word, or search fewer sessions (a user, an agent, a session)"
             ) from error
-        found = cursor.fetchall()
-        if not found:
-            return []
+    else:  # pragma: no cover - the project runs on SQLite and MySQL/MariaDB
+        return []
+    if not found:
+        return []
+    with connection.cursor() as cursor:
         # The texts in a second statement: a sort never carries them.
         ids = [row[0] for row in found]
         cursor.execute(f"SELECT id, text FROM {TABLE} WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
