@@ -22,9 +22,11 @@ reads them as JSON Schema, so the edge refuses exactly what the schema does.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+import fastjsonschema
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
@@ -427,8 +429,33 @@ def _validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(text.replace("#/components/schemas/", "#/$defs/")))
 
 
+@cache
+def _fast_check(name: str) -> Callable[[Any], Any]:
+    """``name``'s schema compiled to Python by fastjsonschema (draft 7: every
+    keyword the components use means the same there, and nothing is filled
+    in): about ten times quicker than walking the schema, but its errors do
+    not say what is wrong as well as jsonschema's."""
+    schema = json.loads(json.dumps(_json_schema(COMPONENTS)).replace("#/components/schemas/", "#/definitions/"))
+    return fastjsonschema.compile(
+        {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": schema, "$ref": f"#/definitions/{name}"},
+        use_default=False,
+        use_formats=False,
+    )
+
+
 def schema_problem(value: Any, name: str) -> str | None:
-    """Why ``value`` is not a ``name`` (a component above), or ``None`` when it is one."""
+    """Why ``value`` is not a ``name`` (a component above), or ``None`` when it is one.
+
+    The compiled check answers for a valid value (every request that is
+    accepted); only a value it refuses is walked by jsonschema, which has
+    the last word and names the problem (tests/api/test_entry_schema_check.py:
+    the compiled check never accepts what jsonschema refuses)."""
+    try:
+        _fast_check(name)(value)
+    except fastjsonschema.JsonSchemaException:
+        pass
+    else:
+        return None
     error = best_match(_validator(name).iter_errors(value))
     if error is None:
         return None
