@@ -337,8 +337,10 @@ def _entries_at(session_key: str, seqs: list[int]) -> dict[int, Entry]:
 RANGES_PER_QUERY = 500
 
 
-# Up to this many entries are read by id; more (a long path) by entry_seq ranges.
+# Entries are read by id in statements of this many; a request for more than
+# a tenth of the session (a long path) reads the skeleton and goes by entry_seq ranges.
 BY_ID_LIMIT = 2000
+BY_ID_SHARE = 10
 
 
 def _entry_shapes(session_key: str) -> list[Entry]:
@@ -591,8 +593,9 @@ class MySQLView:
         return self._loaded_skeleton()[0]
 
     def entries(self, ids: Sequence[str]) -> list[Entry]:
-        if self._skeleton is None and len(ids) <= BY_ID_LIMIT:
-            # A few entries (a page's window) by id: no need to read the whole skeleton first.
+        if self._skeleton is None and len(ids) <= max(BY_ID_LIMIT, self.state.entry_count // BY_ID_SHARE):
+            # A page's window (a few thousand entries of a long session) by id:
+            # no need to read the whole skeleton first.
             wanted = list(dict.fromkeys(ids))
             found: dict[str, Entry] = {}
             for chunk in rows.chunks(wanted, BY_ID_LIMIT):

@@ -175,3 +175,34 @@ def test_a_segment_longer_than_a_recursive_statement_is_read_by_key(provider, mo
     count, context = statements(lambda: provider.build_context("deep"))
     assert context == expected and len(context["messages"]) > 2000
     assert count <= 3 + 2500 // mysql_provider.WALK_STEPS
+
+
+def test_a_window_of_thousands_of_entries_is_read_by_id(provider, monkeypatch):
+    """The tree page's window asks for a few thousand payloads of a long
+    session (its rows and the first entries of folded branches): they are
+    read by id, in statements of at most 2,000, not by reading the whole
+    skeleton first (which made the mysql tree page cost the session's
+    history once a window wanted more than 2,000). A request for more than a
+    tenth of the session still goes through the skeleton."""
+    if provider.kind != "mysql":
+        pytest.skip("the mysql provider's statements")
+    from sessiontree.providers import mysql_provider
+
+    entries = long_session(30_000)
+    provider.create_session(session_id="wide", entries=entries)
+    wanted = [entry["id"] for entry in entries[-2_500:]]
+    loaded = mysql_provider._skeleton
+
+    def no_skeleton(*args, **kwargs):
+        raise AssertionError("the whole skeleton was read")
+
+    monkeypatch.setattr(mysql_provider, "_skeleton", no_skeleton)
+    with provider.read("wide") as view:
+        count, found = statements(lambda: view.entries(wanted))
+    assert [entry["id"] for entry in found] == wanted
+    assert found == entries[-2_500:]
+    assert count == 2  # 2,000 ids, then 500
+    monkeypatch.setattr(mysql_provider, "_skeleton", loaded)
+    with provider.read("wide") as view:
+        many = [entry["id"] for entry in entries[:4_000]]
+        assert [entry["id"] for entry in view.entries(many)] == many
