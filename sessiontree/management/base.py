@@ -7,10 +7,14 @@
   1 anything unexpected. Never a traceback for a known failure.
 - Writes are made as ``cli:<os user>`` on the ``cli`` channel (``actor`` and
   ``channel`` attributes), through the operations layer.
+- A long run shows a progress bar on a terminal (``progress_bars``), never
+  with ``--json`` or when stderr is not a terminal (cron, pipes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -55,6 +59,32 @@ class SessionTreeCommand(BaseCommand):
     @property
     def actor(self) -> Actor:
         return cli_actor()
+
+    @contextmanager
+    def progress_bars(
+        self, *, unit: str, enabled: bool = True, empty: bool = False
+    ) -> Iterator[Callable[..., Callable[[int], Any] | None]]:
+        """``progress(total, desc=None)`` for a service that says how much it
+        has to do: a tqdm bar on stderr (closed when the block ends) whose
+        ``update`` the service calls, or ``None`` (no bar) when ``enabled``
+        is false (``--json``), stderr is not a terminal, or there is nothing
+        to do (unless ``empty``)."""
+        bars: list[Any] = []
+
+        def progress(total: int, desc: str | None = None) -> Callable[[int], Any] | None:
+            if not enabled or not self.stderr.isatty() or not (total or empty):
+                return None
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit=unit, desc=desc, file=self.stderr)
+            bars.append(bar)
+            return bar.update
+
+        try:
+            yield progress
+        finally:
+            for bar in bars:
+                bar.close()
 
     def execute(self, *args: Any, **options: Any) -> Any:
         try:

@@ -27,7 +27,9 @@ from .report import FAILED, SKIPPED, FileResult, SyncReport, Task, guarded, one_
 Progress = Callable[[int], None]
 
 
-def sync_folder(folder: Path, options: SyncOptions, *, progress: Callable[[int], Progress] | None = None) -> SyncReport:
+def sync_folder(
+    folder: Path, options: SyncOptions, *, progress: Callable[[int], Progress | None] | None = None
+) -> SyncReport:
     """Sync ``folder`` in ``options.mode``. ``progress(total)`` returns a
     callback told of each file done (the command's progress bar). Raises
     ``SyncBusy`` when another sync holds the folder's lock."""

@@ -159,3 +159,29 @@ def test_export_session_writes_a_manifest_and_is_audited(provider, tmp_path):
     out, _ = run("export_session", "s1", "--manifest", manifest_path)
     assert hashlib.sha256(out.encode()).hexdigest() == json.loads(manifest_path.read_text())["sha256"]
     assert AuditRecord.objects.filter(operation="export_session").count() == 2
+
+
+class Terminal(StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("name", ["build_search_index", "moderate_sessions"])
+def test_a_progress_bar_on_a_terminal_only(provider, name):
+    """A long run shows a tqdm bar on a terminal's stderr, none with --json
+    or when stderr is a file or a pipe (cron)."""
+    for n in range(3):
+        provider.create_session(session_id=f"bar-{n}")
+        say(provider, f"bar-{n}", f"a message number {n}")
+
+    def stderr_of(*args: str, tty: bool) -> str:
+        err = Terminal() if tty else StringIO()
+        call_command(name, *args, stdout=StringIO(), stderr=err)
+        return err.getvalue()
+
+    shown = stderr_of("--dry-run", tty=True)
+    assert "100%" in shown and "3/3" in shown, shown
+    assert "100%" not in stderr_of("--dry-run", "--json", tty=True)
+    assert "100%" not in stderr_of("--dry-run", tty=False)

@@ -39,27 +39,13 @@ class Command(SessionTreeCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         as_json = options["json"]
-        bar: Any = None
-
-        def progress(total: int) -> Any:
-            nonlocal bar
-            if as_json or not self.stderr.isatty() or not total:
-                return None
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, unit="session", file=self.stderr)
-            return bar.update
-
-        try:
+        with self.progress_bars(unit="session", enabled=not as_json) as progress:
             report = search.build_search_index(
                 session_ids=options["session_ids"] or None,
                 provider=options["provider"],
                 dry_run=options["dry_run"],
                 progress=progress,
             )
-        finally:
-            if bar is not None:
-                bar.close()
         optimized = None
         if options["optimize"] and not options["dry_run"]:
             optimized = search.optimize_search_index()

@@ -43,18 +43,7 @@ class Command(SessionTreeCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         as_json = options["json"]
-        bar: Any = None
-
-        def progress(total: int) -> Any:
-            nonlocal bar
-            if as_json or not self.stderr.isatty() or not total:
-                return None
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, unit="session", file=self.stderr)
-            return bar.update
-
-        try:
+        with self.progress_bars(unit="session", enabled=not as_json) as progress:
             report = protection.erase_user_data(
                 user_id=options["user"],
                 dry_run=options["dry_run"],
@@ -62,9 +51,6 @@ class Command(SessionTreeCommand):
                 actor=self.actor,
                 channel=self.channel,
             )
-        finally:
-            if bar is not None:
-                bar.close()
         if as_json:
             self.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
             return

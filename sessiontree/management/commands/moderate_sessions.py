@@ -48,31 +48,17 @@ class Command(SessionTreeCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         as_json = options["json"]
-        bars: list[Any] = []
-
-        def progress(name: str, total: int) -> Any:
-            if as_json or not self.stderr.isatty() or not total:
-                return None
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, unit="entry", desc=name, file=self.stderr)
-            bars.append(bar)
-            return bar.update
-
-        try:
+        with self.progress_bars(unit="entry", enabled=not as_json) as progress:
             report = classification.scan_entries(
                 classifiers=options["classifiers"],
                 dry_run=options["dry_run"],
                 limit=options["limit"],
                 batch_size=options["batch_size"],
                 restart=options["restart"],
-                progress=progress,
+                progress=lambda name, total: progress(total, desc=name),
                 actor=self.actor,
                 channel=self.channel,
             )
-        finally:
-            for bar in bars:
-                bar.close()
         if as_json:
             self.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
         else:

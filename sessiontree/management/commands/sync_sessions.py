@@ -77,22 +77,9 @@ class Command(SessionTreeCommand):
             checksum=options["checksum"],
         )
         as_json = options["json"]
-        bar: Any = None
-
-        def progress(total: int) -> Any:
-            nonlocal bar
-            if as_json or not self.stderr.isatty():
-                return None
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, unit="file" if sync_options.mode != "export" else "session", file=self.stderr)
-            return bar.update
-
-        try:
+        unit = "file" if sync_options.mode != "export" else "session"
+        with self.progress_bars(unit=unit, enabled=not as_json, empty=True) as progress:
             report = sync_folder(options["path"], sync_options, progress=progress)
-        finally:
-            if bar is not None:
-                bar.close()
 
         verbosity = options["verbosity"]
         if as_json:
