@@ -22,7 +22,7 @@ from sessiontree.providers.base import SessionTreeProvider
 from .. import inspection, schema
 from ..errors import ReviewNotFound
 from ..inspection import DiffItem, ProvenanceRecord, StateRow
-from ..reducer import RoleplayIdentity, RoleplayState, reduce_branch_from_ids
+from ..reducer import RoleplayIdentity, RoleplayState, reduce_branch, reduce_branch_from_ids
 from ..schema import RoleplayValidationError
 
 ReviewStatus = Literal["pending", "accepted", "rejected"]
@@ -44,7 +44,37 @@ def inspect_state(
     """
     with provider.read(session_id) as view, gc_paused():
         leaf = view.state.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
-        state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf), view.entries, character_id)
+        state = _reduce_at(view, session_id, leaf, character_id)
+    return state
+
+
+def _has_roleplay_entries(view: Any) -> bool:
+    """Whether the session holds any entry the reducer reads (a
+    ``roleplay_finalize_turn`` result or a roleplay ``custom`` entry),
+    anywhere in its tree: two reads by key, at most one entry each."""
+    if any(
+        schema.roleplay_entry_kind(entry) == "turn"
+        for entry in keyed_reads.tool_results(view, (schema.TURN_TOOL_NAME,), limit=1)
+    ):
+        return True
+    return bool(keyed_reads.custom_entries(view, schema.ROLEPLAY_CUSTOM_TYPES, limit=1))
+
+
+def _reduce_at(view: Any, session_id: str, leaf_entry_id: str | None, character_id: str | None) -> RoleplayState:
+    """``reduce_branch`` of the path to ``leaf_entry_id``, read lazily.
+
+    A session without any roleplay entry has nothing on any path for the
+    reducer: every entry of the path is skipped, so the state is that of the
+    empty path, whatever the path's length. It is given without walking the
+    path when the leaf's path facts are exact (the leaf is stored and its
+    path reaches a root: what the walk would find). Otherwise the head up
+    to the identity's lock and the tail from the latest checkpoint are read
+    (``reduce_branch_from_ids``)."""
+    if leaf_entry_id is not None and not _has_roleplay_entries(view):
+        facts = keyed_reads.entry_facts(view, [leaf_entry_id]).get(leaf_entry_id)
+        if facts is not None and facts.exact:
+            return reduce_branch([], character_id)
+    state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf_entry_id), view.entries, character_id)
     return state
 
 
@@ -363,7 +393,7 @@ def review_queue(
     with provider.read(session_id) as view, gc_paused():
         session_leaf = view.state.leaf_entry_id
         leaf = session_leaf if isinstance(leaf_entry_id, Unset) else leaf_entry_id
-        state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf), view.entries, character_id)
+        state = _reduce_at(view, session_id, leaf, character_id)
     views = inspection.review_views(state, include_decided=True)
     return {
         "session_id": session_id,

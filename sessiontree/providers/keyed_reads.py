@@ -14,7 +14,8 @@ may answer ``None`` for "ask the generic way":
 - ``child_ids(entry_id) -> list[str]``
 - ``entries_targeting(target_id, types) -> list[Entry]``
 - ``subtree(entry_id) -> dict[str, str | None]``
-- ``custom_entries(custom_types) -> list[Entry]``
+- ``custom_entries(custom_types, limit=None) -> list[Entry]``
+- ``tool_results(tool_names, limit=None) -> list[Entry]``
 """
 
 from __future__ import annotations
@@ -109,11 +110,31 @@ def subtree(view: StoredView, entry_id: str) -> dict[str, str | None]:
     return {child: parents[child] for child in parents if child in under}
 
 
-def custom_entries(view: StoredView, custom_types: Collection[str]) -> list[Entry]:
-    """The ``custom`` entries whose ``customType`` is one of ``custom_types``, in append order."""
+def custom_entries(view: StoredView, custom_types: Collection[str], *, limit: int | None = None) -> list[Entry]:
+    """The ``custom`` entries whose ``customType`` is one of ``custom_types``,
+    in append order; the first ``limit`` of them when given (``limit=1``: is
+    there any)."""
     own = getattr(view, "custom_entries", None)
-    found: list[Entry] | None = own(custom_types) if own is not None else None
-    if found is not None:
-        return found
-    wanted = set(custom_types)
-    return [entry for entry in view.all_entries(types=("custom",)) if entry.get("customType") in wanted]
+    found: list[Entry] | None = own(custom_types, limit=limit) if own is not None else None
+    if found is None:
+        wanted = set(custom_types)
+        found = [entry for entry in view.all_entries(types=("custom",)) if entry.get("customType") in wanted]
+    return found if limit is None else found[: max(limit, 0)]
+
+
+def names_tool(entry: Entry, tool_names: Collection[str]) -> bool:
+    """Whether ``entry`` is a ``message`` whose message's ``toolName`` is one of ``tool_names``."""
+    message = entry.get("message") if entry.get("type") == "message" else None
+    return isinstance(message, dict) and isinstance(message.get("toolName"), str) and message["toolName"] in tool_names
+
+
+def tool_results(view: StoredView, tool_names: Collection[str], *, limit: int | None = None) -> list[Entry]:
+    """The ``message`` entries whose message names one of ``tool_names`` as
+    its ``toolName`` (a tool's results), in append order; the first ``limit``
+    of them when given. Callers check the role they need."""
+    own = getattr(view, "tool_results", None)
+    found: list[Entry] | None = own(tool_names, limit=limit) if own is not None else None
+    if found is None:
+        wanted = set(tool_names)
+        found = [entry for entry in view.all_entries(types=("message",)) if names_tool(entry, wanted)]
+    return found if limit is None else found[: max(limit, 0)]

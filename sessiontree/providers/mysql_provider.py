@@ -47,7 +47,7 @@ from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts
 from sessiontree.models import AgentSessionEntry
 
-from . import db_errors, meta
+from . import db_errors, keyed_reads, meta
 from . import entry_rows as rows
 from .port import (
     BeforeCommit,
@@ -515,7 +515,14 @@ _TARGETING_SQL = (
 
 _CUSTOM_SQL = (
     f"{rows.SELECT_PAYLOAD} {{custom_index}} WHERE {rows.SESSION_COLUMN} = %s AND custom_type IN ({{types}}) "
-    f"AND type = 'custom' ORDER BY entry_seq"
+    f"AND type = 'custom' ORDER BY entry_seq{{limit}}"
+)
+# ``tool_name`` is computed from ``message`` by the database (its first
+# ``TOOL_NAME_LENGTH`` characters): the rows are checked again once decoded.
+TOOL_NAME_LENGTH = 64
+_TOOL_SQL = (
+    f"{rows.SELECT_PAYLOAD} {{tool_index}} WHERE {rows.SESSION_COLUMN} = %s AND tool_name IN ({{names}}) "
+    f"AND type = 'message' ORDER BY entry_seq{{limit}}"
 )
 
 
@@ -676,15 +683,38 @@ class MySQLView:
             cursor.execute(sql, [self.state.session_id, *kinds, target_id])
             return rows.decode_rows(cursor.fetchall())
 
-    def custom_entries(self, custom_types: Collection[str]) -> list[Entry]:
+    def custom_entries(self, custom_types: Collection[str], limit: int | None = None) -> list[Entry]:
         """``custom`` entries of ``custom_types``, by ``entry_custom_type_idx`` (never every custom entry)."""
         kinds = list(dict.fromkeys(custom_types))
-        if not kinds:
+        if not kinds or (limit is not None and limit <= 0):
             return []
-        sql = _CUSTOM_SQL.format(custom_index=_index_hint("entry_custom_type_idx"), types=rows.in_list(len(kinds)))
+        sql = _CUSTOM_SQL.format(
+            custom_index=_index_hint("entry_custom_type_idx"),
+            types=rows.in_list(len(kinds)),
+            limit="" if limit is None else f" LIMIT {int(limit)}",
+        )
         with connection.cursor() as cursor, gc_paused():
             cursor.execute(sql, [self.state.session_id, *kinds])
             return rows.decode_rows(cursor.fetchall())
+
+    def tool_results(self, tool_names: Collection[str], limit: int | None = None) -> list[Entry]:
+        """``message`` entries naming one of ``tool_names``, by ``entry_tool_name_idx``
+        (the generated ``tool_name`` column); never every message."""
+        wanted = set(tool_names)
+        keys = list(dict.fromkeys(name[:TOOL_NAME_LENGTH] for name in wanted))
+        if not keys or (limit is not None and limit <= 0):
+            return []
+        # A name cut to the column's length may match longer ones: no LIMIT then, they are filtered here.
+        exact = all(len(name) < TOOL_NAME_LENGTH for name in wanted)
+        sql = _TOOL_SQL.format(
+            tool_index=_index_hint("entry_tool_name_idx"),
+            names=rows.in_list(len(keys)),
+            limit="" if limit is None or not exact else f" LIMIT {int(limit)}",
+        )
+        with connection.cursor() as cursor, gc_paused():
+            cursor.execute(sql, [self.state.session_id, *keys])
+            found = [entry for entry in rows.decode_rows(cursor.fetchall()) if keyed_reads.names_tool(entry, wanted)]
+        return found if limit is None else found[:limit]
 
     def subtree(self, entry_id: str) -> dict[str, str | None]:
         """``entry_id`` and every entry below it → its parent, in append order:

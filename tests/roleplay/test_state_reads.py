@@ -1,0 +1,222 @@
+"""The roleplay state at an entry reads what it returns (issue 23).
+
+``inspect_state`` gives exactly ``reduce_branch`` of the whole path (random
+trees on every storage, Hypothesis), and on a session without roleplay
+entries it reads no path at all: its statements do not grow with the
+session. The reads by key it relies on (``keyed_reads.tool_results`` and
+``custom_entries`` with a limit) are checked against the whole session on
+every storage, the memory one included (its generic fallbacks).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import orjson
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from roleplay import schema
+from roleplay.reducer import make_checkpoint_data, reduce_branch
+from roleplay.services.reads import inspect_state, review_queue
+from sessiontree.core.errors import EntryNotFound
+from sessiontree.core.path import get_path_to_leaf
+from sessiontree.providers import keyed_reads
+from tests.contract.conftest import CONTRACT_KINDS, PROVIDER_KINDS, make_provider, register_memory_storage
+from tests.providers.test_history_reads import long_session
+from tests.roleplay.test_reducer_properties import CHARACTER, actions, entry_for
+
+pytestmark = pytest.mark.django_db
+
+STAMP = "2026-04-19T00:00:00.000Z"
+
+
+@pytest.fixture(params=CONTRACT_KINDS)
+def any_provider(request, db, tmp_path, settings):
+    register_memory_storage(settings)
+    return make_provider(request.param, tmp_path)
+
+
+@pytest.fixture(params=PROVIDER_KINDS)
+def provider(request, db, tmp_path):
+    return make_provider(request.param, tmp_path)
+
+
+def tool_message(entry_id: str, parent: str | None, tool: Any, role: str = "toolResult") -> dict[str, Any]:
+    message = {"role": role, "toolCallId": f"call-{entry_id}", "toolName": tool, "content": [], "isError": False}
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": STAMP, "message": message}
+
+
+# --- the reads by key ----------------------------------------------------------------------
+
+
+def test_tool_results_are_the_messages_naming_the_tool(any_provider):
+    provider = any_provider
+    entries = long_session(120)
+    last = entries[-1]["id"]
+    long_name = "t" * 70
+    tools: list[tuple[Any, str]] = [
+        ("read", "toolResult"),
+        (schema.TURN_TOOL_NAME, "toolResult"),
+        ("bash", "toolResult"),
+        (long_name, "toolResult"),
+        (long_name[:64], "toolResult"),  # what a 64-character column holds of the longer one
+        (["read"], "toolResult"),  # not a string: names no tool
+        ("read", "assistant"),  # any message naming the tool: callers check the role
+        (schema.TURN_TOOL_NAME, "toolResult"),
+    ]
+    for i, (tool, role) in enumerate(tools):
+        entries.append(tool_message(f"t{i:07x}", last, tool, role))
+        last = entries[-1]["id"]
+    provider.create_session(session_id="tools", entries=entries)
+    with provider.read("tools") as view:
+        messages = view.all_entries(types=("message",))
+        for wanted in (("read",), (schema.TURN_TOOL_NAME, "bash"), (long_name,), (long_name[:64],), ("none",), ()):
+            expected = [
+                e
+                for e in messages
+                if isinstance(e["message"].get("toolName"), str) and e["message"]["toolName"] in wanted
+            ]
+            assert keyed_reads.tool_results(view, wanted) == expected, wanted
+            for limit in (0, 1, 2):
+                assert keyed_reads.tool_results(view, wanted, limit=limit) == expected[:limit], (wanted, limit)
+    assert [e["id"] for e in keyed_reads_expected(entries, "read")] == ["t0000000", "t0000006"]
+
+
+def keyed_reads_expected(entries: list[dict[str, Any]], tool: str) -> list[dict[str, Any]]:
+    return [e for e in entries if e.get("type") == "message" and e["message"].get("toolName") == tool]
+
+
+def test_custom_entries_stop_at_the_limit(any_provider):
+    provider = any_provider
+    entries = long_session(60)
+    last = entries[-1]["id"]
+    for i, custom_type in enumerate(["x-a", "x-b", "x-a", "x-c", "x-a"]):
+        entries.append(
+            {"type": "custom", "id": f"c{i:07x}", "parentId": last, "timestamp": STAMP, "customType": custom_type}
+            | {"data": {"n": i}}
+        )
+        last = entries[-1]["id"]
+    provider.create_session(session_id="customs", entries=entries)
+    with provider.read("customs") as view:
+        for wanted in (("x-a",), ("x-c", "x-b"), ("x-none",)):
+            every = keyed_reads.custom_entries(view, wanted)
+            assert every == [e for e in entries if e.get("type") == "custom" and e["customType"] in wanted]
+            for limit in (0, 1, 2, 10):
+                assert keyed_reads.custom_entries(view, wanted, limit=limit) == every[:limit]
+
+
+def test_an_entry_in_flight_is_found_by_its_tool(provider):
+    entries = long_session(20)
+    provider.create_session(session_id="streaming", entries=entries)
+    started = provider.begin_in_flight_entry(
+        "streaming", tool_message("f0000000", entries[-1]["id"], schema.TURN_TOOL_NAME)
+    )
+    with provider.read("streaming") as view:
+        assert [e["id"] for e in keyed_reads.tool_results(view, (schema.TURN_TOOL_NAME,))] == [started["id"]]
+        assert keyed_reads.tool_results(view, ("other",)) == []
+
+
+# --- the state equals the whole path's reduction --------------------------------------------
+
+other_entries = st.sampled_from(["assistant", "user", "tool", "custom-other"])
+
+
+def _other(kind: str) -> dict[str, Any]:
+    if kind == "assistant":
+        return {"type": "message", "message": {"role": "assistant", "content": [], "model": "m"}}
+    if kind == "user":
+        return {"type": "message", "message": {"role": "user", "content": "hello"}}
+    if kind == "tool":
+        return tool_message("x", None, "read")
+    return {"type": "custom", "customType": "x-other", "data": {"characterId": CHARACTER}}
+
+
+steps = st.tuples(
+    st.one_of(
+        st.tuples(st.just("roleplay"), actions),
+        st.tuples(st.just("other"), other_entries),
+        st.tuples(st.just("checkpoint"), st.sampled_from([CHARACTER, CHARACTER, "bob", "broken"])),
+    ),
+    st.integers(min_value=0, max_value=7),  # 0: the parent is an earlier entry (a branch); else the last one
+    st.integers(min_value=0, max_value=1 << 30),
+)
+_sessions = itertools.count()
+
+
+def build_tree(plan: list[tuple], roleplay: str) -> list[dict[str, Any]]:
+    """The entries of ``plan``: with every kind of roleplay entry (``roleplay="all"``),
+    with turn results only (``"turns"``: no roleplay ``custom`` entry), or
+    with none (``"none"``: every roleplay step becomes a user message)."""
+    entries: list[dict[str, Any]] = []
+    for index, ((kind, what), jump, pick) in enumerate(plan):
+        parent = entries[-1]["id"] if entries else None
+        if entries and jump == 0:
+            parent = entries[pick % len(entries)]["id"]
+        if kind == "roleplay" and (roleplay == "all" or (roleplay == "turns" and what[0] == "turn")):
+            body = entry_for(what, index)
+        elif kind == "checkpoint" and roleplay == "all":
+            path = get_path_to_leaf(entries, parent) if parent is not None else []
+            data = make_checkpoint_data(reduce_branch(path, CHARACTER if what == "broken" else what))
+            if what == "broken":
+                data["stateHash"] = "0" * 64
+            body = {"type": "custom", "customType": schema.CHECKPOINT_TYPE, "data": orjson.loads(orjson.dumps(data))}
+        else:
+            body = _other(what if kind == "other" else "user")
+        entries.append({**body, "id": f"n{index:05d}", "parentId": parent, "timestamp": STAMP})
+    return entries
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    plan=st.lists(steps, min_size=1, max_size=30),
+    roleplay=st.sampled_from(["all", "turns", "none"]),
+    at=st.integers(min_value=0, max_value=1 << 30),
+    character=st.sampled_from([None, None, CHARACTER, "bob"]),
+)
+def test_the_state_at_any_entry_is_the_whole_paths_reduction(provider, plan, roleplay, at, character):
+    entries = build_tree(plan, roleplay)
+    session_id = f"rp-{next(_sessions)}"
+    provider.create_session(session_id=session_id, entries=entries)
+    leaf = entries[at % len(entries)]["id"]
+    expected = reduce_branch(get_path_to_leaf(entries, leaf), character)
+    assert inspect_state(provider, session_id, leaf_entry_id=leaf, character_id=character) == expected
+    queue = review_queue(provider, session_id, leaf_entry_id=leaf, character_id=character)
+    assert queue["character_id"] == expected["character_id"]
+    # The session's own leaf (its last entry) and the empty path.
+    assert inspect_state(provider, session_id, character_id=character) == reduce_branch(
+        get_path_to_leaf(entries, entries[-1]["id"]), character
+    )
+    assert inspect_state(provider, session_id, leaf_entry_id=None, character_id=character) == reduce_branch(
+        [], character
+    )
+
+
+def test_an_unknown_entry_is_not_found_in_a_session_without_roleplay(provider):
+    provider.create_session(session_id="plain", entries=long_session(30))
+    with pytest.raises(EntryNotFound):
+        inspect_state(provider, "plain", leaf_entry_id="nope")
+
+
+# --- what it reads ---------------------------------------------------------------------------
+
+
+def statements(provider, session_id: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        state = inspect_state(provider, session_id)
+    assert state["character_id"] is None and state["revision"] == 0
+    return len(queries)
+
+
+def test_a_session_without_roleplay_costs_the_same_statements_at_any_length(provider):
+    provider.create_session(session_id="short", entries=long_session(200))
+    provider.create_session(session_id="long", entries=long_session(2000))
+    inspect_state(provider, "short")
+    inspect_state(provider, "long")  # warm (the file index)
+    short, long = statements(provider, "short"), statements(provider, "long")
+    assert short == long, (short, long)
+    assert long <= 6, long
