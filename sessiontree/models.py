@@ -185,6 +185,10 @@ class AgentSessionEntry(models.Model):
     path_model_id = models.CharField(max_length=64, null=True, blank=True)
     path_thinking_id = models.CharField(max_length=64, null=True, blank=True)
     path_exact = models.BooleanField(default=False, db_default=False)
+    # An ancestor to jump to and its depth (Myers' skew-binary jumps): the
+    # ancestor of an entry at any depth is found in O(log depth) steps.
+    path_jump_id = models.CharField(max_length=64, null=True, blank=True)
+    path_jump_depth = models.PositiveIntegerField(null=True, blank=True)
     # A message's ``toolName`` (a tool result's tool; its first 64 characters),
     # computed by the database from ``message`` and never written: the tool
     # results of one tool are read by key (``keyed_reads.tool_results``).

@@ -4,13 +4,18 @@ detail, the diff of two entries, the checkpoints on a path.
 Each is one consistent read (``provider.read``) that loads only the entries
 the reduction needs (``reducer.reduce_branch_from_ids``: the head up to the
 identity's lock and the tail from the latest checkpoint); none moves the
-leaf. ``roleplay/inspection.py`` builds the views.
+leaf. ``inspect_state``, ``list_reviews`` and ``review_queue`` also read the
+path's ids by key (``_KeyedPath``: the storage's path facts and jumps), so
+their cost follows what they read, not the path's length; a session without
+roleplay entries reads no path at all. ``roleplay/inspection.py`` builds the
+views.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, overload
 
 from sessiontree.core.errors import EntryNotFound
 from sessiontree.core.path import walk_path
@@ -70,12 +75,91 @@ def _reduce_at(view: Any, session_id: str, leaf_entry_id: str | None, character_
     path reaches a root: what the walk would find). Otherwise the head up
     to the identity's lock and the tail from the latest checkpoint are read
     (``reduce_branch_from_ids``)."""
-    if leaf_entry_id is not None and not _has_roleplay_entries(view):
+    if leaf_entry_id is not None:
         facts = keyed_reads.entry_facts(view, [leaf_entry_id]).get(leaf_entry_id)
         if facts is not None and facts.exact:
-            return reduce_branch([], character_id)
+            if not _has_roleplay_entries(view):
+                return reduce_branch([], character_id)
+            path = _KeyedPath(view, leaf_entry_id, facts.depth)
+            try:
+                state, _ = reduce_branch_from_ids(path, path.load, character_id, chunk=_CHUNK)
+            except _PathUnclear:
+                pass
+            else:
+                return state
     state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf_entry_id), view.entries, character_id)
     return state
+
+
+class _PathUnclear(Exception):
+    """The stored rows do not agree with the leaf's path facts: walk the path instead."""
+
+
+class _KeyedPath(Sequence[str]):
+    """The ids of the path to ``leaf`` (root first), read by key as they are
+    asked for: what ``reduce_branch_from_ids`` reads (the head up to the
+    identity's lock, the tail back to the latest checkpoint) and nothing in
+    between. A slice is walked up from the nearest known entry below it
+    when that is close, else from its bottom entry found by the path facts'
+    jumps (``keyed_reads.ancestor_at``, O(log depth)), so the cost follows the
+    ids asked for, not the path's length."""
+
+    def __init__(self, view: Any, leaf: str, depth: int) -> None:
+        self.view = view
+        self.depth = depth
+        self.known: dict[int, str] = {depth: leaf}
+        self.known_depths = [depth]  # ascending
+
+    def __len__(self) -> int:
+        return self.depth + 1
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, int):
+            at = index + len(self) if index < 0 else index
+            return self[at : at + 1][0]
+        low, high, step = index.indices(len(self))
+        if step != 1:
+            raise ValueError("a path slice steps by one")
+        if high <= low:
+            return []
+        if any(depth not in self.known for depth in range(low, high)):
+            self._walk(low, high - 1)
+        return [self.known[depth] for depth in range(low, high)]
+
+    def _walk(self, low: int, bottom: int) -> None:
+        """Learn the ids at depths ``low``..``bottom``."""
+        above = self.known_depths[bisect.bisect_left(self.known_depths, bottom)]  # the nearest known at or below
+        if above - bottom <= bottom - low + 1:
+            start, start_depth = self.known[above], above  # close: walk through the gap
+        else:
+            found = keyed_reads.ancestor_at(self.view, self.known[above], bottom)
+            if found is None:
+                raise _PathUnclear
+            start, start_depth = found, bottom
+        ids = keyed_reads.path_ids(self.view, start, start_depth - low)
+        if len(ids) != start_depth - low + 1 or ids[-1] != start:
+            raise _PathUnclear
+        for offset, entry_id in enumerate(ids):
+            if self.known.setdefault(low + offset, entry_id) != entry_id:
+                raise _PathUnclear
+        self.known_depths = sorted(self.known)
+
+    def load(self, ids: Sequence[str]) -> list[Entry]:
+        """The entries of ``ids`` in that order, by key in bounded batches."""
+        out: list[Entry] = []
+        for start in range(0, len(ids), _LOAD_BATCH):
+            out.extend(self.view.entries(ids[start : start + _LOAD_BATCH]))
+        return out
+
+
+_LOAD_BATCH = 1000
+_CHUNK = 256  # the first slice of the head, and of the tail, that the reduction reads
 
 
 def list_reviews(

@@ -72,7 +72,7 @@ from sessiontree.core.errors import (
 )
 from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import TreeStats, tree_stats
-from sessiontree.core.path_facts import PathFacts, child_facts, context_path_in_memory
+from sessiontree.core.path_facts import PathFacts, ancestor_at, child_facts, context_path_in_memory
 from sessiontree.core.pi_session_file import append_lines, migrate_to_current_version, serialize_file, serialize_line
 from sessiontree.core.session_reader import (
     BLANK,
@@ -757,6 +757,11 @@ class FileView:
             return None
         parents = self.parents()
         return {entry_id: parents[entry_id]} if entry_id in parents else {}
+
+    def ancestor_at(self, entry_id: str, depth: int) -> str | None:
+        """``path_facts.ancestor_at`` over the index (``keyed_reads``)."""
+        parents = self.parents()
+        return ancestor_at(entry_id, depth, self._facts_of, parents.get)
 
     def _facts_of(self, entry_id: str) -> PathFacts | None:
         if self.in_flight_entry is not None and entry_id == self.in_flight_entry["id"]:

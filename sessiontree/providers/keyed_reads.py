@@ -14,6 +14,7 @@ may answer ``None`` for "ask the generic way":
 - ``child_ids(entry_id) -> list[str]``
 - ``entries_targeting(target_id, types) -> list[Entry]``
 - ``subtree(entry_id) -> dict[str, str | None]``
+- ``ancestor_at(entry_id, depth) -> str | None``
 - ``custom_entries(custom_types, limit=None) -> list[Entry]``
 - ``tool_results(tool_names, limit=None) -> list[Entry]``
 """
@@ -62,6 +63,23 @@ def path_ids(view: StoredView, entry_id: str, steps: int) -> list[str]:
         current = parents.get(current)
     out.reverse()
     return out
+
+
+def ancestor_at(view: StoredView, entry_id: str, depth: int) -> str | None:
+    """The ancestor of ``entry_id`` (itself included) at ``depth`` on its path,
+    found by the path facts' jumps in O(log depth) steps where the storage
+    has them; ``None`` when ``entry_id`` is unknown or ``depth`` is not on
+    its path. Generic: the path walked up from the entry."""
+    own = getattr(view, "ancestor_at", None)
+    if own is not None:
+        found: str | None = own(entry_id, depth)
+        if found is not None:
+            return found
+    parents = view.parents()
+    if entry_id not in parents or depth < 0:
+        return None
+    ids = walk_path(entry_id, parents)
+    return ids[depth] if depth < len(ids) else None
 
 
 def child_ids(view: StoredView, entry_id: str) -> list[str]:

@@ -1,15 +1,18 @@
 """The roleplay state at an entry reads what it returns (issue 23).
 
 ``inspect_state`` gives exactly ``reduce_branch`` of the whole path (random
-trees on every storage, Hypothesis), and on a session without roleplay
-entries it reads no path at all: its statements do not grow with the
-session. The reads by key it relies on (``keyed_reads.tool_results`` and
+trees on both providers, Hypothesis, without ever walking the whole path);
+on a session without roleplay entries it reads no path at all, and on a
+roleplay session the head to the identity's lock and the tail from the
+latest checkpoint by key: its statements do not grow with the session. The
+reads by key it relies on (``keyed_reads.tool_results`` and
 ``custom_entries`` with a limit) are checked against the whole session on
 every storage, the memory one included (its generic fallbacks).
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 from typing import Any
 
@@ -22,6 +25,7 @@ from hypothesis import strategies as st
 
 from roleplay import schema
 from roleplay.reducer import make_checkpoint_data, reduce_branch
+from roleplay.services import reads
 from roleplay.services.reads import inspect_state, review_queue
 from sessiontree.core.errors import EntryNotFound
 from sessiontree.core.path import get_path_to_leaf
@@ -177,12 +181,42 @@ def build_tree(plan: list[tuple], roleplay: str) -> list[dict[str, Any]]:
     roleplay=st.sampled_from(["all", "turns", "none"]),
     at=st.integers(min_value=0, max_value=1 << 30),
     character=st.sampled_from([None, None, CHARACTER, "bob"]),
+    chunk=st.sampled_from([1, 2, 3, 5, 256]),
+    created=st.integers(min_value=1, max_value=30),
 )
-def test_the_state_at_any_entry_is_the_whole_paths_reduction(provider, plan, roleplay, at, character):
+def test_the_state_at_any_entry_is_the_whole_paths_reduction(provider, plan, roleplay, at, character, chunk, created):
+    """Small chunks make the keyed path read slices far from the leaf (by the
+    jumps). The first ``created`` entries are stored with the session, the
+    others appended one by one (each storage's two ways of writing facts)."""
     entries = build_tree(plan, roleplay)
     session_id = f"rp-{next(_sessions)}"
-    provider.create_session(session_id=session_id, entries=entries)
+    provider.create_session(session_id=session_id, entries=entries[:created])
+    for entry in entries[created:]:
+        if provider.get_session(session_id)["leaf_entry_id"] != entry["parentId"]:
+            provider.switch_leaf(session_id, entry["parentId"])
+        assert provider.append_entry(session_id, dict(entry)) == entry
     leaf = entries[at % len(entries)]["id"]
+    with patched(reads, "_CHUNK", chunk), patched(reads, "_path_ids", no_walk):
+        check_states(provider, session_id, entries, leaf, character)
+
+
+def no_walk(view: Any, session_id: str, leaf_entry_id: str | None) -> list[str]:
+    """The whole-path walk, refused: every stored leaf has exact facts here."""
+    assert leaf_entry_id is None, "walked the whole path"
+    return []
+
+
+@contextlib.contextmanager
+def patched(module: Any, name: str, value: Any):
+    before = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, before)
+
+
+def check_states(provider, session_id: str, entries: list[dict[str, Any]], leaf: str, character: str | None) -> None:
     expected = reduce_branch(get_path_to_leaf(entries, leaf), character)
     assert inspect_state(provider, session_id, leaf_entry_id=leaf, character_id=character) == expected
     queue = review_queue(provider, session_id, leaf_entry_id=leaf, character_id=character)
@@ -220,3 +254,74 @@ def test_a_session_without_roleplay_costs_the_same_statements_at_any_length(prov
     short, long = statements(provider, "short"), statements(provider, "long")
     assert short == long, (short, long)
     assert long <= 6, long
+
+
+def long_roleplay_session(count: int, *, lock_at: int = 40, every: int = 300) -> list[dict[str, Any]]:
+    """``count`` entries: plain messages, an identity selection and a turn
+    result near the root (the lock), turn results now and then, a side
+    branch with a checkpoint of another character every 97 entries, and a
+    checkpoint of the character every ``every`` entries of the main path
+    (the last ~``every/2`` before the leaf)."""
+    entries: list[dict[str, Any]] = []
+    path: list[dict[str, Any]] = []
+
+    def add(body: dict[str, Any], parent: str | None, *, on_path: bool = True) -> None:
+        entry = {**body, "id": f"r{len(entries):07x}", "parentId": parent, "timestamp": STAMP}
+        entries.append(entry)
+        if on_path:
+            path.append(entry)
+
+    turn = 0
+    while len(entries) < count:
+        at = len(entries)
+        leaf = path[-1]["id"] if path else None
+        if at == lock_at - 1:
+            add({"type": "custom", "customType": schema.IDENTITY_TYPE, "data": {"characterId": CHARACTER}}, leaf)
+        elif at > lock_at and at % every == every // 2 + 1:
+            data = orjson.loads(orjson.dumps(make_checkpoint_data(reduce_branch(path, None))))
+            add({"type": "custom", "customType": schema.CHECKPOINT_TYPE, "data": data}, leaf)
+        elif at >= lock_at and at % 10 == 0:
+            turn += 1
+            add(entry_for(("turn", CHARACTER, [{"op": "add", "path": "/a", "value": turn % 5}], [turn], []), at), leaf)
+        elif at > lock_at and at % 97 == 0:
+            data = make_checkpoint_data(reduce_branch(path, "bob"))
+            add({"type": "custom", "customType": schema.CHECKPOINT_TYPE, "data": data}, leaf, on_path=False)
+        else:
+            add(_other("assistant" if at % 2 else "user"), leaf)
+    return entries
+
+
+def test_a_long_roleplay_path_is_read_by_key_and_reduces_as_whole(provider):
+    entries = long_roleplay_session(1500)
+    provider.create_session(session_id="long-rp", entries=entries)
+    leaves = [entries[-1]["id"], entries[-1 - 150]["id"], entries[700]["id"], entries[45]["id"], entries[3]["id"]]
+    with patched(reads, "_path_ids", no_walk):
+        for leaf in leaves:
+            for character in (None, CHARACTER, "bob"):
+                expected = reduce_branch(get_path_to_leaf(entries, leaf), character)
+                assert inspect_state(provider, "long-rp", leaf_entry_id=leaf, character_id=character) == expected
+        # Far from the leaf by small slices: the jumps find each one's bottom.
+        with patched(reads, "_CHUNK", 3):
+            for leaf in leaves:
+                expected = reduce_branch(get_path_to_leaf(entries, leaf), None)
+                assert inspect_state(provider, "long-rp", leaf_entry_id=leaf) == expected
+    state = inspect_state(provider, "long-rp")
+    assert state["character_id"] == CHARACTER and state["checkpoint_entry_id"] is not None
+    assert state["identity"]["locked_at_entry_id"] is not None
+
+
+def roleplay_statements(provider, session_id: str) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        state = inspect_state(provider, session_id)
+    assert state["character_id"] == CHARACTER and state["checkpoint_entry_id"] is not None
+    return len(queries)
+
+
+def test_a_roleplay_session_costs_the_same_statements_at_any_length(provider):
+    provider.create_session(session_id="rp-short", entries=long_roleplay_session(1000, every=100))
+    provider.create_session(session_id="rp-long", entries=long_roleplay_session(5000, every=100))
+    inspect_state(provider, "rp-short")
+    inspect_state(provider, "rp-long")  # warm (the file index)
+    short, long = roleplay_statements(provider, "rp-short"), roleplay_statements(provider, "rp-long")
+    assert short == long, (short, long)
+    assert long <= 12, long
