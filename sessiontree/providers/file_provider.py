@@ -38,6 +38,7 @@ import fcntl
 import functools
 import glob
 import hashlib
+import heapq
 import itertools
 import logging
 import os
@@ -702,23 +703,27 @@ class FileView:
         """The entries the index lists under (``kind``, name) for ``names``, in
         append order (the first ``limit``), then the matching ones on top."""
         index = self.index
-        positions = sorted({at for name in names for at in index.keyed.get((kind, name), ())})
-        if limit is not None:
-            positions = positions[: max(limit, 0)]
+        # Each list is ascending: merged, the first ``limit`` cost what they are.
+        merged = heapq.merge(*(index.keyed.get((kind, name), ()) for name in set(names)))
+        positions = list(merged if limit is None else itertools.islice(merged, max(limit, 0)))
         found = index.read(self.fd, positions)
         if limit is None or len(found) < limit:
             top = [e for e in self._top_in_order() if e["id"] not in index.position and matches(e)]
             found += top if limit is None else top[: limit - len(found)]
         return found
 
-    def custom_entries(self, custom_types: Collection[str], limit: int | None = None) -> list[Entry]:
+    def custom_entries(
+        self, custom_types: Collection[str], limit: int | None = None, *, ordered: bool = True
+    ) -> list[Entry]:
         """``custom`` entries of ``custom_types`` from the index (``keyed_reads``)."""
         wanted = set(custom_types)
         return self._keyed(
             "custom", wanted, limit, lambda e: e.get("type") == "custom" and e.get("customType") in wanted
         )
 
-    def tool_results(self, tool_names: Collection[str], limit: int | None = None) -> list[Entry]:
+    def tool_results(
+        self, tool_names: Collection[str], limit: int | None = None, *, ordered: bool = True
+    ) -> list[Entry]:
         """``message`` entries naming one of ``tool_names`` from the index (``keyed_reads``)."""
         wanted = set(tool_names)
         return self._keyed("tool", wanted, limit, lambda e: keyed_reads.names_tool(e, wanted))

@@ -515,14 +515,14 @@ _TARGETING_SQL = (
 
 _CUSTOM_SQL = (
     f"{rows.SELECT_PAYLOAD} {{custom_index}} WHERE {rows.SESSION_COLUMN} = %s AND custom_type IN ({{types}}) "
-    f"AND type = 'custom' ORDER BY entry_seq{{limit}}"
+    f"AND type = 'custom'{{order}}{{limit}}"
 )
 # ``tool_name`` is computed from ``message`` by the database (its first
 # ``TOOL_NAME_LENGTH`` characters): the rows are checked again once decoded.
 TOOL_NAME_LENGTH = 64
 _TOOL_SQL = (
     f"{rows.SELECT_PAYLOAD} {{tool_index}} WHERE {rows.SESSION_COLUMN} = %s AND tool_name IN ({{names}}) "
-    f"AND type = 'message' ORDER BY entry_seq{{limit}}"
+    f"AND type = 'message'{{order}}{{limit}}"
 )
 
 
@@ -541,6 +541,27 @@ _ANCESTOR_SQL = (
     f"AND a.{_S('depth')} < climb.d "
     f"WHERE climb.d > %s AND climb.exact) "
     f"SELECT eid, d, exact FROM climb ORDER BY d LIMIT 1"
+)
+
+
+# The rows at depths ``%s``..``%s`` (top, bottom) of an entry's path, with
+# their payloads: up by the jumps while above ``bottom`` (never past it),
+# then by parents down to ``top`` (bottom - top < WALK_STEPS: MariaDB stops a
+# recursion silently after 1,000 steps).
+_PATH_ENTRIES_SQL = (
+    f"WITH RECURSIVE climb (eid, d, pid, jid, jd, exact) AS ("
+    f"SELECT {_S('entry_id')}, {_S('depth')}, {_S('parent_entry_id')}, {_S('path_jump_id')}, "
+    f"COALESCE({_S('path_jump_depth')}, {_S('depth')}), {_S('path_exact')} FROM {rows.TABLE} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s AND {_S('depth')} >= %s "
+    f"UNION ALL SELECT a.{_S('entry_id')}, a.{_S('depth')}, a.{_S('parent_entry_id')}, a.{_S('path_jump_id')}, "
+    f"COALESCE(a.{_S('path_jump_depth')}, a.{_S('depth')}), a.{_S('path_exact')} FROM climb "
+    f"JOIN {rows.TABLE} a ON a.{rows.SESSION_COLUMN} = %s AND a.{_S('entry_id')} = "
+    f"CASE WHEN climb.jd >= %s AND climb.jd < climb.d AND climb.jid IS NOT NULL THEN climb.jid ELSE climb.pid END "
+    f"AND a.{_S('depth')} < climb.d "
+    f"WHERE climb.d > %s AND climb.exact) "
+    f"SELECT {', '.join(f't.{_S(name)}' for name in (*rows.PAYLOAD_COLUMN_NAMES, 'extra'))} FROM climb "
+    f"JOIN {rows.TABLE} t ON t.{rows.SESSION_COLUMN} = %s AND t.{_S('entry_id')} = climb.eid "
+    f"WHERE climb.d <= %s AND climb.exact ORDER BY climb.d"
 )
 
 
@@ -687,6 +708,26 @@ class MySQLView:
         out.reverse()
         return out
 
+    def path_entries(self, entry_id: str, top: int, bottom: int) -> list[Entry] | None:
+        """``keyed_reads.path_entries``: one statement per ``WALK_STEPS`` entries
+        (the first climbs to ``bottom`` by the jumps), payloads included."""
+        key = self.state.session_id
+        parts: list[list[Entry]] = []
+        current: Any = entry_id
+        high = bottom
+        with connection.cursor() as cursor, gc_paused():
+            while high >= top:
+                low = max(top, high - WALK_STEPS + 1)
+                cursor.execute(_PATH_ENTRIES_SQL, [key, current, high, key, high, low, key, high])
+                part = rows.decode_rows(cursor.fetchall())
+                if len(part) != high - low + 1:
+                    return None
+                parts.append(part)
+                current, high = part[0].get("parentId"), low - 1
+                if high >= top and not isinstance(current, str):
+                    return None
+        return [entry for part in reversed(parts) for entry in part]
+
     def child_ids(self, entry_id: str) -> list[str]:
         with connection.cursor() as cursor:
             cursor.execute(
@@ -701,7 +742,9 @@ class MySQLView:
             cursor.execute(sql, [self.state.session_id, *kinds, target_id])
             return rows.decode_rows(cursor.fetchall())
 
-    def custom_entries(self, custom_types: Collection[str], limit: int | None = None) -> list[Entry]:
+    def custom_entries(
+        self, custom_types: Collection[str], limit: int | None = None, *, ordered: bool = True
+    ) -> list[Entry]:
         """``custom`` entries of ``custom_types``, by ``entry_custom_type_idx`` (never every custom entry)."""
         kinds = list(dict.fromkeys(custom_types))
         if not kinds or (limit is not None and limit <= 0):
@@ -709,13 +752,16 @@ class MySQLView:
         sql = _CUSTOM_SQL.format(
             custom_index=_index_hint("entry_custom_type_idx"),
             types=rows.in_list(len(kinds)),
+            order=" ORDER BY entry_seq" if ordered else "",
             limit="" if limit is None else f" LIMIT {int(limit)}",
         )
         with connection.cursor() as cursor, gc_paused():
             cursor.execute(sql, [self.state.session_id, *kinds])
             return rows.decode_rows(cursor.fetchall())
 
-    def tool_results(self, tool_names: Collection[str], limit: int | None = None) -> list[Entry]:
+    def tool_results(
+        self, tool_names: Collection[str], limit: int | None = None, *, ordered: bool = True
+    ) -> list[Entry]:
         """``message`` entries naming one of ``tool_names``, by ``entry_tool_name_idx``
         (the generated ``tool_name`` column); never every message."""
         wanted = set(tool_names)
@@ -730,6 +776,7 @@ class MySQLView:
             sql = _TOOL_SQL.format(
                 tool_index=_index_hint("entry_tool_name_idx"),
                 names=rows.in_list(len(keys)),
+                order=" ORDER BY entry_seq" if ordered else "",
                 limit="" if take is None else f" LIMIT {int(take)}",
             )
             with connection.cursor() as cursor, gc_paused():
