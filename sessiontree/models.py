@@ -13,6 +13,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
+from django.db.models.fields.json import KT
+from django.db.models.functions import Left
 from mptt.models import MPTTModel, TreeForeignKey
 
 from sessiontree.providers.factory import default_provider_kind, provider_choices
@@ -183,6 +185,19 @@ class AgentSessionEntry(models.Model):
     path_model_id = models.CharField(max_length=64, null=True, blank=True)
     path_thinking_id = models.CharField(max_length=64, null=True, blank=True)
     path_exact = models.BooleanField(default=False, db_default=False)
+    # An ancestor to jump to and its depth (Myers' skew-binary jumps): the
+    # ancestor of an entry at any depth is found in O(log depth) steps.
+    path_jump_id = models.CharField(max_length=64, null=True, blank=True)
+    path_jump_depth = models.PositiveIntegerField(null=True, blank=True)
+    # A message's ``toolName`` (a tool result's tool; its first 64 characters),
+    # computed by the database from ``message`` and never written: the tool
+    # results of one tool are read by key (``keyed_reads.tool_results``).
+    # Callers check what they read: a false match only costs a row.
+    tool_name = models.GeneratedField(
+        expression=Left(KT("message__toolName"), 64),
+        output_field=models.CharField(max_length=64, null=True, blank=True),
+        db_persist=False,
+    )
 
     class Meta:
         db_table = "neta_agent_session_entry"
@@ -198,6 +213,7 @@ class AgentSessionEntry(models.Model):
             models.Index(fields=["session", "entry_seq", "entry_id", "parent_entry_id"], name="entry_skeleton_idx"),
             models.Index(fields=["session", "type"], name="entry_type_idx"),
             models.Index(fields=["session", "custom_type"], name="entry_custom_type_idx"),
+            models.Index(fields=["session", "tool_name"], name="entry_tool_name_idx"),
         ]
 
     def __str__(self) -> str:

@@ -4,13 +4,18 @@ detail, the diff of two entries, the checkpoints on a path.
 Each is one consistent read (``provider.read``) that loads only the entries
 the reduction needs (``reducer.reduce_branch_from_ids``: the head up to the
 identity's lock and the tail from the latest checkpoint); none moves the
-leaf. ``roleplay/inspection.py`` builds the views.
+leaf. ``inspect_state``, ``list_reviews`` and ``review_queue`` also read the
+path's ids by key (``_KeyedPath``: the storage's path facts and jumps), so
+their cost follows what they read, not the path's length; a session without
+roleplay entries reads no path at all. ``roleplay/inspection.py`` builds the
+views.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypedDict
+import bisect
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Literal, TypedDict, overload
 
 from sessiontree.core.errors import EntryNotFound
 from sessiontree.core.path import walk_path
@@ -22,7 +27,7 @@ from sessiontree.providers.base import SessionTreeProvider
 from .. import inspection, schema
 from ..errors import ReviewNotFound
 from ..inspection import DiffItem, ProvenanceRecord, StateRow
-from ..reducer import RoleplayIdentity, RoleplayState, reduce_branch_from_ids
+from ..reducer import RoleplayIdentity, RoleplayState, reduce_branch, reduce_branch_from_ids
 from ..schema import RoleplayValidationError
 
 ReviewStatus = Literal["pending", "accepted", "rejected"]
@@ -44,8 +49,162 @@ def inspect_state(
     """
     with provider.read(session_id) as view, gc_paused():
         leaf = view.state.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
-        state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf), view.entries, character_id)
+        state = _reduce_at(view, session_id, leaf, character_id)
     return state
+
+
+def _has_roleplay_entries(view: Any) -> bool:
+    """Whether the session may hold an entry the reducer reads: a message
+    naming ``roleplay_finalize_turn`` as its tool (any role: a doubt counts
+    as yes) or a roleplay ``custom`` entry, anywhere in its tree. Two reads
+    by key of at most one entry each, in no order (no sort of the matches)."""
+    if keyed_reads.tool_results(view, (schema.TURN_TOOL_NAME,), limit=1, ordered=False):
+        return True
+    return bool(keyed_reads.custom_entries(view, schema.ROLEPLAY_CUSTOM_TYPES, limit=1, ordered=False))
+
+
+def _reduce_at(view: Any, session_id: str, leaf_entry_id: str | None, character_id: str | None) -> RoleplayState:
+    """``reduce_branch`` of the path to ``leaf_entry_id``, read lazily: by key
+    (``_reduce_keyed``) where the path facts allow, else the walked path's
+    head up to the identity's lock and tail from the latest checkpoint
+    (``reduce_branch_from_ids``)."""
+    try:
+        found = _reduce_keyed(view, leaf_entry_id, character_id, {})
+    except _PathUnclear:
+        found = None
+    if found is not None:
+        return found[1]
+    state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf_entry_id), view.entries, character_id)
+    return state
+
+
+def _reduce_keyed(
+    view: Any, leaf_entry_id: str | None, character_id: str | None, cache: dict[str, Entry]
+) -> tuple[_KeyedPath, RoleplayState] | None:
+    """The path to ``leaf_entry_id`` as a ``_KeyedPath`` and its state, or
+    ``None`` when the leaf's path facts are not exact (the caller walks).
+
+    The reduction reads the head up to the identity's lock and the tail from
+    the latest checkpoint (``reduce_branch_from_ids``), their ids by key. A
+    session without any roleplay entry has nothing on any path for the
+    reducer: every entry of the path is skipped, so the state is that of the
+    empty path, whatever the path's length. The path asks whether the session
+    has any (``_has_roleplay_entries``) before it reads a second slice
+    without having met one, and the reduction stops there.
+    ``_PathUnclear`` when the stored rows disagree with the facts."""
+    if leaf_entry_id is None:
+        return None
+    facts = keyed_reads.entry_facts(view, [leaf_entry_id]).get(leaf_entry_id)
+    if facts is None or not facts.exact:
+        return None
+    path = _KeyedPath(view, leaf_entry_id, facts.depth)
+    try:
+        state, _ = reduce_branch_from_ids(path, path.load, character_id, cache=cache, chunk=_CHUNK)
+    except _NoRoleplay:
+        return path, reduce_branch([], character_id)
+    return path, state
+
+
+class _PathUnclear(Exception):
+    """The stored rows do not agree with the leaf's path facts: walk the path instead."""
+
+
+class _NoRoleplay(Exception):
+    """The session holds no entry the reducer reads: its state is the empty path's."""
+
+
+class _KeyedPath(Sequence[str]):
+    """The ids of the path to ``leaf`` (root first), read by key as they are
+    asked for: what ``reduce_branch_from_ids`` reads (the head up to the
+    identity's lock, the tail back to the latest checkpoint) and nothing in
+    between. A slice is read with its entries from the nearest known entry
+    below it, up by the path facts' jumps to the slice's bottom and then by
+    parent (``keyed_reads.path_entries``: O(log depth) + the slice), so the
+    cost follows what is asked for, not the path's length."""
+
+    def __init__(self, view: Any, leaf: str, depth: int) -> None:
+        self.view = view
+        self.depth = depth
+        self.known: dict[int, str] = {depth: leaf}
+        self.known_depths = [depth]  # ascending
+        self.loaded: dict[str, Entry] = {}
+        self.reads = 0
+        self.has_roleplay: bool | None = None
+
+    def __len__(self) -> int:
+        return self.depth + 1
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, int):
+            at = index + len(self) if index < 0 else index
+            return self[at : at + 1][0]
+        low, high, step = index.indices(len(self))
+        if step != 1:
+            raise ValueError("a path slice steps by one")
+        if high <= low:
+            return []
+        if any(depth not in self.known for depth in range(low, high)):
+            self._read(low, high - 1)
+        return [self.known[depth] for depth in range(low, high)]
+
+    def _read(self, low: int, bottom: int) -> None:
+        """Learn the ids (and entries) at depths ``low``..``bottom``; before a
+        second slice, make sure the session has roleplay entries at all
+        (``_NoRoleplay``): free when the first slice held one."""
+        if self.reads and self.has_roleplay is None:
+            seen = any(schema.roleplay_entry_kind(entry) is not None for entry in self.loaded.values())
+            self.has_roleplay = seen or _has_roleplay_entries(self.view)
+            if not self.has_roleplay:
+                raise _NoRoleplay
+        self.reads += 1
+        above = self.known_depths[bisect.bisect_left(self.known_depths, bottom)]  # the nearest known at or below
+        start = self.known[above]
+        parent = self.loaded[start].get("parentId") if start in self.loaded else None
+        if above == bottom + 1 and isinstance(parent, str):
+            start = parent  # the slice ends right above an entry read: start from its parent
+        found = keyed_reads.path_entries(self.view, start, low, bottom)
+        if found is None or (above <= bottom and found[above - low].get("id") != self.known[above]):
+            raise _PathUnclear
+        for offset, entry in enumerate(found):
+            entry_id = str(entry.get("id"))
+            if self.known.setdefault(low + offset, entry_id) != entry_id:
+                raise _PathUnclear
+            self.loaded.setdefault(entry_id, entry)
+        below = self.loaded.get(self.known[bottom + 1]) if bottom + 1 in self.known else None
+        if below is not None and below.get("parentId") != self.known[bottom]:
+            raise _PathUnclear
+        self.known_depths = sorted(self.known)
+
+    def on_path(self, ids: Collection[str]) -> set[str]:
+        """Those of ``ids`` that lie on the path: known ones, and others whose
+        depth (their path facts, one read by key) holds them on the path."""
+        known = set(self.known.values())
+        found = {i for i in ids if i in known}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            for entry_id, facts in keyed_reads.entry_facts(self.view, unknown).items():
+                if facts.depth <= self.depth and self[facts.depth] == entry_id:
+                    found.add(entry_id)
+        return found
+
+    def load(self, ids: Sequence[str]) -> list[Entry]:
+        """The entries of ``ids`` in that order: those read with the ids, the
+        others by key in bounded batches."""
+        missing = [i for i in ids if i not in self.loaded]
+        for start in range(0, len(missing), _LOAD_BATCH):
+            for entry in self.view.entries(missing[start : start + _LOAD_BATCH]):
+                self.loaded[str(entry.get("id"))] = entry
+        return [self.loaded[i] for i in ids]
+
+
+_LOAD_BATCH = 1000
+_CHUNK = 256  # the first slice of the head, and of the tail, that the reduction reads
 
 
 def list_reviews(
@@ -158,7 +317,7 @@ def _path_ids(view: Any, session_id: str, leaf_entry_id: str | None) -> list[str
 
 
 class _ReadBranch(TypedDict):
-    ids: list[str]
+    ids: Sequence[str]
     state: RoleplayState
     entries: dict[str, Entry]  # the path's entries the views need (and more), by id
 
@@ -169,18 +328,37 @@ def _reduce_in_view(
     leaf_entry_id: str | None,
     character_id: str | None,
     cache: dict[str, Entry],
+    *,
+    keyed: bool = False,
 ) -> _ReadBranch:
     """Reduce the path to ``leaf_entry_id`` inside one consistent read, loading
-    only what the reduction and the views need (``reduce_branch_from_ids``)."""
+    only what the reduction and the views need (``reduce_branch_from_ids``).
+    ``keyed``: the path's ids are read by key too (``_reduce_keyed``), where
+    the path facts allow; else the path is walked."""
+    if keyed:
+        try:
+            found = _reduce_keyed(view, leaf_entry_id, character_id, cache)
+            if found is not None:
+                path, state = found
+                needed = inspection.entry_ids_needed(state)
+                return _branch(view, path, state, path.on_path(needed), cache)
+        except _PathUnclear:
+            pass
     ids = _path_ids(view, session_id, leaf_entry_id)
     state, _ = reduce_branch_from_ids(ids, view.entries, character_id, cache=cache)
     on_path = set(ids)
-    missing = [i for i in inspection.entry_ids_needed(state) if i in on_path and i not in cache]
+    return _branch(view, ids, state, {i for i in inspection.entry_ids_needed(state) if i in on_path}, cache)
+
+
+def _branch(
+    view: Any, ids: Sequence[str], state: RoleplayState, needed: set[str], cache: dict[str, Entry]
+) -> _ReadBranch:
+    """The branch read: its ids, state, and the ``needed`` entries (on the path) the views look up."""
+    missing = [i for i in needed if i not in cache]
     if missing:
         for entry in view.entries(missing):
             cache[str(entry.get("id"))] = entry
-    entries = {i: cache[i] for i in inspection.entry_ids_needed(state) if i in on_path}
-    return {"ids": ids, "state": state, "entries": entries}
+    return {"ids": ids, "state": state, "entries": {i: cache[i] for i in needed}}
 
 
 def inspect_state_detail(
@@ -210,7 +388,7 @@ def inspect_state_detail(
     with provider.read(session_id) as view, gc_paused():
         session_leaf = view.state.leaf_entry_id
         leaf = session_leaf if isinstance(leaf_entry_id, Unset) else leaf_entry_id
-        branch = _reduce_in_view(view, session_id, leaf, character_id, {})
+        branch = _reduce_in_view(view, session_id, leaf, character_id, {}, keyed=True)
     state, entries = branch["state"], branch["entries"]
     records = inspection.provenance_records(entries, state)
     views = inspection.review_views(state, include_decided=True)
@@ -363,7 +541,7 @@ def review_queue(
     with provider.read(session_id) as view, gc_paused():
         session_leaf = view.state.leaf_entry_id
         leaf = session_leaf if isinstance(leaf_entry_id, Unset) else leaf_entry_id
-        state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf), view.entries, character_id)
+        state = _reduce_at(view, session_id, leaf, character_id)
     views = inspection.review_views(state, include_decided=True)
     return {
         "session_id": session_id,

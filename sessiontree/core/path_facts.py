@@ -11,6 +11,12 @@ computed once, from the parent's facts and the entry itself, in O(1):
   a ``message`` whose message is an assistant's: Pi's ``buildSessionContext``
   takes provider and model from either);
 - ``thinking_id``: the nearest ``thinking_level_change`` that names a level;
+- ``jump_id`` and ``jump_depth``: an ancestor to jump to (the entry itself
+  for a root) and its depth, chosen as in Myers' skew-binary lists from the
+  parent's jump and that jump's own (``jump_for``): going up from any entry
+  to the ancestor at a given depth takes O(log depth) steps
+  (``ancestor_at``), so whether an entry lies on a path is decided by key
+  without walking it;
 - ``exact``: whether the facts are known to describe the path every reader
   walks. A parent id that names no entry *known when the entry was stored*
   makes the entry a root for now, but an entry with that id may come later
@@ -45,6 +51,8 @@ class PathFacts(NamedTuple):
     model_id: str | None
     thinking_id: str | None
     exact: bool
+    jump_id: str | None = None
+    jump_depth: int = 0
 
 
 def sets_model(entry: Mapping[str, Any]) -> bool:
@@ -63,8 +71,26 @@ def sets_thinking(entry: Mapping[str, Any]) -> bool:
     return entry.get("type") == "thinking_level_change" and "thinkingLevel" in entry
 
 
-def facts_for(entry: Mapping[str, Any], parent: PathFacts | None, *, parent_known: bool) -> PathFacts:
-    """The facts of ``entry``, given its parent's (``None``: no parent).
+def jump_for(parent_id: Any, parent: PathFacts, parent_jump: PathFacts | None) -> tuple[Any, int]:
+    """The jump (id, depth) of a child of ``parent_id`` (whose facts are
+    ``parent``), given the facts of the parent's jump (``None``: unknown).
+
+    Myers' rule: when the parent's jump spans as many levels as the jump's
+    own, the child jumps twice as far (to the jump's jump), else to its
+    parent. Any ancestor is a correct jump; this choice keeps every walk to
+    an ancestor at O(log depth) steps. Sums, not differences: depths are
+    unsigned in the database."""
+    if parent_jump is not None and parent.depth + parent_jump.jump_depth == 2 * parent.jump_depth:
+        return parent_jump.jump_id, parent_jump.jump_depth
+    return parent_id, parent.depth
+
+
+def facts_for(
+    entry: Mapping[str, Any], parent: PathFacts | None, *, parent_known: bool, parent_jump: PathFacts | None = None
+) -> PathFacts:
+    """The facts of ``entry``, given its parent's (``None``: no parent) and,
+    for the jump, the facts of the parent's jump (``parent_jump``; without
+    them the entry jumps to its parent: correct, only not as far).
 
     ``parent_known``: the entry's ``parentId`` is ``None`` or names an entry
     known now (whose facts are ``parent``); anything else makes the entry a
@@ -79,13 +105,18 @@ def facts_for(entry: Mapping[str, Any], parent: PathFacts | None, *, parent_know
             own_id if sets_model(entry) else None,
             own_id if sets_thinking(entry) else None,
             parent_known and own_id is not None,
+            own_id,
+            0,
         )
+    jump_id, jump_depth = jump_for(entry.get("parentId"), parent, parent_jump)
     return PathFacts(
         parent.depth + 1,
         own_id if is_compaction else parent.compaction_id,
         own_id if sets_model(entry) else parent.model_id,
         own_id if sets_thinking(entry) else parent.thinking_id,
         parent.exact and parent_known and own_id is not None,
+        jump_id,
+        jump_depth,
     )
 
 
@@ -103,8 +134,14 @@ def child_facts(entry: Mapping[str, Any], facts_of: Mapping[str, PathFacts]) -> 
     parent = facts_of.get(parent_id) if isinstance(parent_id, str) else None
     entry_id = entry.get("id")
     if parent is None or not isinstance(entry_id, str):
-        return facts_for(entry, parent, parent_known=parent is not None)
-    depth, compaction_id, model_id, thinking_id, exact = parent
+        jump = facts_of.get(parent.jump_id) if parent is not None and parent.jump_id is not None else None
+        return facts_for(entry, parent, parent_known=parent is not None, parent_jump=jump)
+    depth, compaction_id, model_id, thinking_id, exact, jump_id, jump_depth = parent
+    jump = facts_of.get(jump_id) if jump_id is not None else None
+    if jump is not None and depth + jump[6] == 2 * jump_depth:
+        jump_id, jump_depth = jump[5], jump[6]
+    else:
+        jump_id, jump_depth = parent_id, depth
     entry_type = entry.get("type")
     if entry_type == "message":
         message = entry.get("message")
@@ -116,7 +153,7 @@ def child_facts(entry: Mapping[str, Any], facts_of: Mapping[str, PathFacts]) -> 
         model_id = entry_id
     elif entry_type == "thinking_level_change" and "thinkingLevel" in entry:
         thinking_id = entry_id
-    return _new_facts(PathFacts, (depth + 1, compaction_id, model_id, thinking_id, exact))
+    return _new_facts(PathFacts, (depth + 1, compaction_id, model_id, thinking_id, exact, jump_id, jump_depth))
 
 
 def facts_in_order(entries: Sequence[Entry]) -> list[PathFacts]:
@@ -226,6 +263,27 @@ def walk_segment(
         out.append(entry_of(current))
     out.reverse()
     return out
+
+
+def ancestor_at(
+    entry_id: str, depth: int, facts_of: Callable[[str], PathFacts | None], parent_of: Callable[[str], Any]
+) -> str | None:
+    """The ancestor of ``entry_id`` (itself included) at ``depth``, going up
+    by the jumps where they do not overshoot and by parents elsewhere
+    (O(log depth) steps with Myers' jumps). ``None`` when the facts cannot
+    say: an unknown entry, a depth below it or under 0, facts that are not
+    exact, a step that does not climb."""
+    facts = facts_of(entry_id)
+    if facts is None or not facts.exact or not 0 <= depth <= facts.depth:
+        return None
+    current: Any = entry_id
+    while facts.depth > depth:
+        step = facts.jump_id if facts.jump_depth >= depth and facts.jump_depth < facts.depth else parent_of(current)
+        above = facts_of(step) if isinstance(step, str) else None
+        if above is None or above.depth >= facts.depth:
+            return None
+        current, facts = step, above
+    return current if facts.depth == depth else None
 
 
 def context_path_in_memory(

@@ -232,7 +232,10 @@ PAYLOAD_SQL = ", ".join(quote(name) for name in (*PAYLOAD_COLUMN_NAMES, "extra")
 
 SELECT_PAYLOAD = f"SELECT {PAYLOAD_SQL} FROM {TABLE}"
 # The path facts of a row (core/path_facts.py; ``depth`` is the first of them).
-FACT_COLUMN_NAMES: tuple[str, ...] = ("path_compaction_id", "path_model_id", "path_thinking_id", "path_exact")
+# The facts an entry's own kind may set (a streaming entry's are written again
+# when it completes), then its jump, which only its ancestors decide.
+KIND_FACT_COLUMN_NAMES: tuple[str, ...] = ("path_compaction_id", "path_model_id", "path_thinking_id", "path_exact")
+FACT_COLUMN_NAMES: tuple[str, ...] = (*KIND_FACT_COLUMN_NAMES, "path_jump_id", "path_jump_depth")
 SELECT_FACTS = ", ".join(quote(name) for name in ("entry_id", "depth", *FACT_COLUMN_NAMES))
 INSERT_COLUMN_NAMES: tuple[str, ...] = (
     "entry_seq",
@@ -248,17 +251,29 @@ INSERT_SQL = f"{_INSERT_INTO}VALUES ({', '.join(['%s'] * (len(INSERT_COLUMN_NAME
 # An append: the row's path facts come from its parent's row in the same
 # statement (the entry's own part is given: its id where it is a
 # compaction, sets the model or the thinking level; else the parent's).
+# Its jump (``path_facts.jump_for``) from the parent's and the parent's
+# jump's row (``j``): a root (no parent row) jumps to itself.
+_FAR = (
+    f"j.{quote('entry_id')} IS NOT NULL AND "
+    f"p.{quote('depth')} + j.{quote('path_jump_depth')} = 2 * p.{quote('path_jump_depth')}"
+)
 APPEND_SQL = (
     f"{_INSERT_INTO}SELECT %s, %s, %s, COALESCE(%s, p.{quote('path_compaction_id')}), "
     f"COALESCE(%s, p.{quote('path_model_id')}), COALESCE(%s, p.{quote('path_thinking_id')}), "
     f"CASE WHEN %s THEN %s ELSE COALESCE(p.{quote('path_exact')}, %s) END, "
-    f"{', '.join(['%s'] * (len(INSERT_COLUMN_NAMES) - 6))} "
+    f"CASE WHEN p.{quote('entry_id')} IS NULL THEN %s WHEN {_FAR} THEN j.{quote('path_jump_id')} "
+    f"ELSE p.{quote('entry_id')} END, "
+    f"CASE WHEN p.{quote('entry_id')} IS NULL THEN 0 WHEN {_FAR} THEN j.{quote('path_jump_depth')} "
+    f"ELSE p.{quote('depth')} END, "
+    f"{', '.join(['%s'] * (len(INSERT_COLUMN_NAMES) - 8))} "
     f"FROM (SELECT 1 AS one) o LEFT JOIN {TABLE} p "
-    f"ON p.{SESSION_COLUMN} = %s AND p.{quote('entry_id')} = %s"
+    f"ON p.{SESSION_COLUMN} = %s AND p.{quote('entry_id')} = %s "
+    f"LEFT JOIN {TABLE} j ON j.{SESSION_COLUMN} = p.{SESSION_COLUMN} "
+    f"AND j.{quote('entry_id')} = p.{quote('path_jump_id')}"
 )
 # The facts of a completed streaming entry (its kind may have changed while it streamed).
 UPDATE_FACTS_SQL = (
-    f"UPDATE {TABLE} SET {', '.join(f'{quote(n)} = %s' for n in FACT_COLUMN_NAMES)} "
+    f"UPDATE {TABLE} SET {', '.join(f'{quote(n)} = %s' for n in KIND_FACT_COLUMN_NAMES)} "
     f"WHERE {SESSION_COLUMN} = %s AND {quote('entry_id')} = %s"
 )
 _UPDATE_COLUMN_NAMES: tuple[str, ...] = (*PAYLOAD_COLUMN_NAMES, "extra", "status")
@@ -279,14 +294,23 @@ ERASE_SQL = (
 _payload_values = itemgetter(*PAYLOAD_COLUMN_NAMES, "extra")
 
 
-def fact_values(facts: PathFacts) -> tuple[Any, ...]:
-    """``FACT_COLUMN_NAMES``' values of a row with ``facts``."""
+def kind_fact_values(facts: PathFacts) -> tuple[Any, ...]:
+    """``KIND_FACT_COLUMN_NAMES``' values of a row with ``facts``."""
     return facts.compaction_id, facts.model_id, facts.thinking_id, facts.exact
 
 
+def fact_values(facts: PathFacts) -> tuple[Any, ...]:
+    """``FACT_COLUMN_NAMES``' values of a row with ``facts``."""
+    return facts.compaction_id, facts.model_id, facts.thinking_id, facts.exact, facts.jump_id, facts.jump_depth
+
+
 def row_facts(row: Sequence[Any]) -> tuple[str, PathFacts]:
-    """(entry id, facts) of a row selected with ``SELECT_FACTS``."""
-    return row[0], PathFacts(row[1], row[2], row[3], row[4], bool(row[5]))
+    """(entry id, facts) of a row selected with ``SELECT_FACTS`` (a row
+    without a jump, written before jumps were stored, jumps to its parent:
+    ``ancestor_at`` then steps by parents)."""
+    return row[0], PathFacts(
+        row[1], row[2], row[3], row[4], bool(row[5]), row[6], row[7] if row[7] is not None else row[1]
+    )
 
 
 def insert_params(
@@ -320,6 +344,7 @@ def append_params(
         parent_id is None,
         True,
         False,
+        entry_id,
         status,
         created_at,
         *_payload_values(encode_entry(entry)),

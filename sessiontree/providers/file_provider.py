@@ -38,6 +38,7 @@ import fcntl
 import functools
 import glob
 import hashlib
+import heapq
 import itertools
 import logging
 import os
@@ -72,7 +73,7 @@ from sessiontree.core.errors import (
 )
 from sessiontree.core.ids import new_entry_id
 from sessiontree.core.path import TreeStats, tree_stats
-from sessiontree.core.path_facts import PathFacts, child_facts, context_path_in_memory
+from sessiontree.core.path_facts import PathFacts, ancestor_at, child_facts, context_path_in_memory
 from sessiontree.core.pi_session_file import append_lines, migrate_to_current_version, serialize_file, serialize_line
 from sessiontree.core.session_reader import (
     BLANK,
@@ -88,7 +89,7 @@ from sessiontree.core.session_reader import (
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts, scan_session_bytes
 
-from . import db_errors, meta, search_index
+from . import db_errors, keyed_reads, meta, search_index
 from .port import (
     BeforeCommit,
     EntryErasure,
@@ -142,6 +143,7 @@ class FileIndex:
         "header",
         "ids",
         "inode",
+        "keyed",
         "lengths",
         "mtime_ns",
         "offset",
@@ -173,6 +175,10 @@ class FileIndex:
         self.first_root: str | None = None
         # Each entry's path facts (core/path_facts.py), computed as entries arrive.
         self.facts: dict[str, PathFacts] = {}
+        # Positions (ascending) by key, for the reads by key (``keyed_reads``):
+        # ("custom", customType) of ``custom`` entries and ("tool", toolName)
+        # of ``message`` entries whose message names a tool.
+        self.keyed: dict[tuple[str, str], list[int]] = {}
 
     def extend(self, entries: Sequence[Entry], spans: Sequence[int], *, keep: bool = True) -> None:
         """Add entries read or written after the ones known, with where each
@@ -185,7 +191,7 @@ class FileIndex:
         if len(spans) != 2 * len(entries):
             raise ValueError("two span ints per entry")
         position, ids, parents, types, has_child = self.position, self.ids, self.parents, self.types, self.has_child
-        facts = self.facts
+        facts, keyed = self.facts, self.keyed
         new_ids: list[Any] = [entry.get("id") for entry in entries]
         if (
             not all(type(entry_id) is str for entry_id in new_ids)
@@ -213,6 +219,15 @@ class FileIndex:
                 entry_type = intern(entry_type)
                 if entry_type == "compaction":
                     self.compactions += 1
+                elif entry_type == "message":
+                    message = entry.get("message")
+                    tool = message.get("toolName") if message.__class__ is dict else None
+                    if tool.__class__ is str:
+                        keyed.setdefault(("tool", tool), []).append(at)
+                elif entry_type == "custom":
+                    custom_type = entry.get("customType")
+                    if custom_type.__class__ is str:
+                        keyed.setdefault(("custom", custom_type), []).append(at)
             position[entry_id] = at
             facts[entry_id] = child_facts(entry, facts)
             add_id(entry_id)
@@ -682,6 +697,37 @@ class FileView:
             top = [entry for entry in top if entry.get("type") in types]
         return [*stored, *top]
 
+    def _keyed(
+        self, kind: str, names: Collection[str], limit: int | None, matches: Callable[[Entry], bool]
+    ) -> list[Entry]:
+        """The entries the index lists under (``kind``, name) for ``names``, in
+        append order (the first ``limit``), then the matching ones on top."""
+        index = self.index
+        # Each list is ascending: merged, the first ``limit`` cost what they are.
+        merged = heapq.merge(*(index.keyed.get((kind, name), ()) for name in set(names)))
+        positions = list(merged if limit is None else itertools.islice(merged, max(limit, 0)))
+        found = index.read(self.fd, positions)
+        if limit is None or len(found) < limit:
+            top = [e for e in self._top_in_order() if e["id"] not in index.position and matches(e)]
+            found += top if limit is None else top[: limit - len(found)]
+        return found
+
+    def custom_entries(
+        self, custom_types: Collection[str], limit: int | None = None, *, ordered: bool = True
+    ) -> list[Entry]:
+        """``custom`` entries of ``custom_types`` from the index (``keyed_reads``)."""
+        wanted = set(custom_types)
+        return self._keyed(
+            "custom", wanted, limit, lambda e: e.get("type") == "custom" and e.get("customType") in wanted
+        )
+
+    def tool_results(
+        self, tool_names: Collection[str], limit: int | None = None, *, ordered: bool = True
+    ) -> list[Entry]:
+        """``message`` entries naming one of ``tool_names`` from the index (``keyed_reads``)."""
+        wanted = set(tool_names)
+        return self._keyed("tool", wanted, limit, lambda e: keyed_reads.names_tool(e, wanted))
+
     def iter_stored(self) -> Iterator[Entry]:
         """The file's entries in append order, read in bounded runs."""
         return self.index.iter_all(self.fd)
@@ -716,6 +762,11 @@ class FileView:
             return None
         parents = self.parents()
         return {entry_id: parents[entry_id]} if entry_id in parents else {}
+
+    def ancestor_at(self, entry_id: str, depth: int) -> str | None:
+        """``path_facts.ancestor_at`` over the index (``keyed_reads``)."""
+        parents = self.parents()
+        return ancestor_at(entry_id, depth, self._facts_of, parents.get)
 
     def _facts_of(self, entry_id: str) -> PathFacts | None:
         if self.in_flight_entry is not None and entry_id == self.in_flight_entry["id"]:

@@ -14,7 +14,10 @@ may answer ``None`` for "ask the generic way":
 - ``child_ids(entry_id) -> list[str]``
 - ``entries_targeting(target_id, types) -> list[Entry]``
 - ``subtree(entry_id) -> dict[str, str | None]``
-- ``custom_entries(custom_types) -> list[Entry]``
+- ``ancestor_at(entry_id, depth) -> str | None``
+- ``path_entries(entry_id, top, bottom) -> list[Entry] | None``
+- ``custom_entries(custom_types, limit=None) -> list[Entry]``
+- ``tool_results(tool_names, limit=None) -> list[Entry]``
 """
 
 from __future__ import annotations
@@ -63,6 +66,48 @@ def path_ids(view: StoredView, entry_id: str, steps: int) -> list[str]:
     return out
 
 
+def ancestor_at(view: StoredView, entry_id: str, depth: int) -> str | None:
+    """The ancestor of ``entry_id`` (itself included) at ``depth`` on its path,
+    found by the path facts' jumps in O(log depth) steps where the storage
+    has them; ``None`` when ``entry_id`` is unknown or ``depth`` is not on
+    its path. Generic: the path walked up from the entry."""
+    own = getattr(view, "ancestor_at", None)
+    if own is not None:
+        found: str | None = own(entry_id, depth)
+        if found is not None:
+            return found
+    parents = view.parents()
+    if entry_id not in parents or depth < 0:
+        return None
+    ids = walk_path(entry_id, parents)
+    return ids[depth] if depth < len(ids) else None
+
+
+def path_entries(view: StoredView, entry_id: str, top: int, bottom: int) -> list[Entry] | None:
+    """The entries at depths ``top``..``bottom`` (inclusive, root first) of
+    ``entry_id``'s path, ``bottom`` not below the entry: reached by the path
+    facts' jumps, then walked by parent (O(log depth) + the entries read).
+    ``None`` when the facts cannot say (unknown entry, depths off its path,
+    rows that do not chain). Generic: ``ancestor_at``, ``path_ids``, ``entries``."""
+    if not 0 <= top <= bottom:
+        return None
+    own = getattr(view, "path_entries", None)
+    found: list[Entry] | None
+    if own is not None:
+        found = own(entry_id, top, bottom)
+    else:
+        start = ancestor_at(view, entry_id, bottom)
+        if start is None:
+            return None
+        ids = path_ids(view, start, bottom - top)
+        found = view.entries(ids) if len(ids) == bottom - top + 1 and ids[-1] == start else None
+    if found is None or len(found) != bottom - top + 1:
+        return None
+    if any(found[i + 1].get("parentId") != found[i].get("id") for i in range(len(found) - 1)):
+        return None
+    return found
+
+
 def child_ids(view: StoredView, entry_id: str) -> list[str]:
     """The entries whose parent is ``entry_id``, in append order."""
     own = getattr(view, "child_ids", None)
@@ -109,11 +154,37 @@ def subtree(view: StoredView, entry_id: str) -> dict[str, str | None]:
     return {child: parents[child] for child in parents if child in under}
 
 
-def custom_entries(view: StoredView, custom_types: Collection[str]) -> list[Entry]:
-    """The ``custom`` entries whose ``customType`` is one of ``custom_types``, in append order."""
+def custom_entries(
+    view: StoredView, custom_types: Collection[str], *, limit: int | None = None, ordered: bool = True
+) -> list[Entry]:
+    """The ``custom`` entries whose ``customType`` is one of ``custom_types``,
+    in append order; the first ``limit`` of them when given, or any ``limit``
+    of them with ``ordered=False`` (``limit=1, ordered=False``: is there any,
+    without ordering every match first)."""
     own = getattr(view, "custom_entries", None)
-    found: list[Entry] | None = own(custom_types) if own is not None else None
-    if found is not None:
-        return found
-    wanted = set(custom_types)
-    return [entry for entry in view.all_entries(types=("custom",)) if entry.get("customType") in wanted]
+    found: list[Entry] | None = own(custom_types, limit=limit, ordered=ordered) if own is not None else None
+    if found is None:
+        wanted = set(custom_types)
+        found = [entry for entry in view.all_entries(types=("custom",)) if entry.get("customType") in wanted]
+    return found if limit is None else found[: max(limit, 0)]
+
+
+def names_tool(entry: Entry, tool_names: Collection[str]) -> bool:
+    """Whether ``entry`` is a ``message`` whose message's ``toolName`` is one of ``tool_names``."""
+    message = entry.get("message") if entry.get("type") == "message" else None
+    return isinstance(message, dict) and isinstance(message.get("toolName"), str) and message["toolName"] in tool_names
+
+
+def tool_results(
+    view: StoredView, tool_names: Collection[str], *, limit: int | None = None, ordered: bool = True
+) -> list[Entry]:
+    """The ``message`` entries whose message names one of ``tool_names`` as
+    its ``toolName`` (a tool's results), in append order; the first ``limit``
+    of them when given, or any ``limit`` of them with ``ordered=False``.
+    Callers check the role they need."""
+    own = getattr(view, "tool_results", None)
+    found: list[Entry] | None = own(tool_names, limit=limit, ordered=ordered) if own is not None else None
+    if found is None:
+        wanted = set(tool_names)
+        found = [entry for entry in view.all_entries(types=("message",)) if names_tool(entry, wanted)]
+    return found if limit is None else found[: max(limit, 0)]

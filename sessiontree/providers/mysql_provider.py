@@ -47,7 +47,7 @@ from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts
 from sessiontree.models import AgentSessionEntry
 
-from . import db_errors, meta
+from . import db_errors, keyed_reads, meta
 from . import entry_rows as rows
 from .port import (
     BeforeCommit,
@@ -405,7 +405,7 @@ _SEGMENT_SQL = (
     f"AND t.{_S('entry_id')} = seg.eid ORDER BY seg.d"
 )
 _FACTS_SQL = f"SELECT {rows.SELECT_FACTS}, {_S('status')}, {rows.PAYLOAD_SQL} FROM {rows.TABLE}"
-_FACTS_WIDTH = 7  # entry_id, depth, the four facts, status
+_FACTS_WIDTH = 3 + len(rows.FACT_COLUMN_NAMES)  # entry_id, depth, the facts, status
 
 
 def _qualified_facts_sql(alias: str) -> str:
@@ -517,7 +517,53 @@ _TARGETING_SQL = (
 
 _CUSTOM_SQL = (
     f"{rows.SELECT_PAYLOAD} {{custom_index}} WHERE {rows.SESSION_COLUMN} = %s AND custom_type IN ({{types}}) "
-    f"AND type = 'custom' ORDER BY entry_seq"
+    f"AND type = 'custom'{{order}}{{limit}}"
+)
+# ``tool_name`` is computed from ``message`` by the database (its first
+# ``TOOL_NAME_LENGTH`` characters): the rows are checked again once decoded.
+TOOL_NAME_LENGTH = 64
+_TOOL_SQL = (
+    f"{rows.SELECT_PAYLOAD} {{tool_index}} WHERE {rows.SESSION_COLUMN} = %s AND tool_name IN ({{names}}) "
+    f"AND type = 'message'{{order}}{{limit}}"
+)
+
+
+# The ancestor of an entry at a depth (``path_facts.ancestor_at``): the
+# climb ends at the depth asked for, or where a row is missing or not exact
+# (then the last row reached is not at that depth, and the caller walks).
+_ANCESTOR_SQL = (
+    f"WITH RECURSIVE climb (eid, d, pid, jid, jd, exact) AS ("
+    f"SELECT {_S('entry_id')}, {_S('depth')}, {_S('parent_entry_id')}, {_S('path_jump_id')}, "
+    f"COALESCE({_S('path_jump_depth')}, {_S('depth')}), {_S('path_exact')} FROM {rows.TABLE} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s AND {_S('depth')} >= %s "
+    f"UNION ALL SELECT a.{_S('entry_id')}, a.{_S('depth')}, a.{_S('parent_entry_id')}, a.{_S('path_jump_id')}, "
+    f"COALESCE(a.{_S('path_jump_depth')}, a.{_S('depth')}), a.{_S('path_exact')} FROM climb "
+    f"JOIN {rows.TABLE} a ON a.{rows.SESSION_COLUMN} = %s AND a.{_S('entry_id')} = "
+    f"CASE WHEN climb.jd >= %s AND climb.jd < climb.d AND climb.jid IS NOT NULL THEN climb.jid ELSE climb.pid END "
+    f"AND a.{_S('depth')} < climb.d "
+    f"WHERE climb.d > %s AND climb.exact) "
+    f"SELECT eid, d, exact FROM climb ORDER BY d LIMIT 1"
+)
+
+
+# The rows at depths ``%s``..``%s`` (top, bottom) of an entry's path, with
+# their payloads: up by the jumps while above ``bottom`` (never past it),
+# then by parents down to ``top`` (bottom - top < WALK_STEPS: MariaDB stops a
+# recursion silently after 1,000 steps).
+_PATH_ENTRIES_SQL = (
+    f"WITH RECURSIVE climb (eid, d, pid, jid, jd, exact) AS ("
+    f"SELECT {_S('entry_id')}, {_S('depth')}, {_S('parent_entry_id')}, {_S('path_jump_id')}, "
+    f"COALESCE({_S('path_jump_depth')}, {_S('depth')}), {_S('path_exact')} FROM {rows.TABLE} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s AND {_S('depth')} >= %s "
+    f"UNION ALL SELECT a.{_S('entry_id')}, a.{_S('depth')}, a.{_S('parent_entry_id')}, a.{_S('path_jump_id')}, "
+    f"COALESCE(a.{_S('path_jump_depth')}, a.{_S('depth')}), a.{_S('path_exact')} FROM climb "
+    f"JOIN {rows.TABLE} a ON a.{rows.SESSION_COLUMN} = %s AND a.{_S('entry_id')} = "
+    f"CASE WHEN climb.jd >= %s AND climb.jd < climb.d AND climb.jid IS NOT NULL THEN climb.jid ELSE climb.pid END "
+    f"AND a.{_S('depth')} < climb.d "
+    f"WHERE climb.d > %s AND climb.exact) "
+    f"SELECT {', '.join(f't.{_S(name)}' for name in (*rows.PAYLOAD_COLUMN_NAMES, 'extra'))} FROM climb "
+    f"JOIN {rows.TABLE} t ON t.{rows.SESSION_COLUMN} = %s AND t.{_S('entry_id')} = climb.eid "
+    f"WHERE climb.d <= %s AND climb.exact ORDER BY climb.d"
 )
 
 
@@ -665,6 +711,26 @@ class MySQLView:
         out.reverse()
         return out
 
+    def path_entries(self, entry_id: str, top: int, bottom: int) -> list[Entry] | None:
+        """``keyed_reads.path_entries``: one statement per ``WALK_STEPS`` entries
+        (the first climbs to ``bottom`` by the jumps), payloads included."""
+        key = self.state.session_id
+        parts: list[list[Entry]] = []
+        current: Any = entry_id
+        high = bottom
+        with connection.cursor() as cursor, gc_paused():
+            while high >= top:
+                low = max(top, high - WALK_STEPS + 1)
+                cursor.execute(_PATH_ENTRIES_SQL, [key, current, high, key, high, low, key, high])
+                part = rows.decode_rows(cursor.fetchall())
+                if len(part) != high - low + 1:
+                    return None
+                parts.append(part)
+                current, high = part[0].get("parentId"), low - 1
+                if high >= top and not isinstance(current, str):
+                    return None
+        return [entry for part in reversed(parts) for entry in part]
+
     def child_ids(self, entry_id: str) -> list[str]:
         with connection.cursor() as cursor:
             cursor.execute(
@@ -679,15 +745,61 @@ class MySQLView:
             cursor.execute(sql, [self.state.session_id, *kinds, target_id])
             return rows.decode_rows(cursor.fetchall())
 
-    def custom_entries(self, custom_types: Collection[str]) -> list[Entry]:
+    def custom_entries(
+        self, custom_types: Collection[str], limit: int | None = None, *, ordered: bool = True
+    ) -> list[Entry]:
         """``custom`` entries of ``custom_types``, by ``entry_custom_type_idx`` (never every custom entry)."""
         kinds = list(dict.fromkeys(custom_types))
-        if not kinds:
+        if not kinds or (limit is not None and limit <= 0):
             return []
-        sql = _CUSTOM_SQL.format(custom_index=_index_hint("entry_custom_type_idx"), types=rows.in_list(len(kinds)))
+        sql = _CUSTOM_SQL.format(
+            custom_index=_index_hint("entry_custom_type_idx"),
+            types=rows.in_list(len(kinds)),
+            order=" ORDER BY entry_seq" if ordered else "",
+            limit="" if limit is None else f" LIMIT {int(limit)}",
+        )
         with connection.cursor() as cursor, gc_paused():
             cursor.execute(sql, [self.state.session_id, *kinds])
             return rows.decode_rows(cursor.fetchall())
+
+    def tool_results(
+        self, tool_names: Collection[str], limit: int | None = None, *, ordered: bool = True
+    ) -> list[Entry]:
+        """``message`` entries naming one of ``tool_names``, by ``entry_tool_name_idx``
+        (the generated ``tool_name`` column); never every message."""
+        wanted = set(tool_names)
+        keys = list(dict.fromkeys(name[:TOOL_NAME_LENGTH] for name in wanted))
+        if not keys or (limit is not None and limit <= 0):
+            return []
+        # The column may match more than the names (a name cut to its length,
+        # a collation that ignores case): rows are filtered here, and a LIMIT
+        # that the filter left short is raised until the rows run out.
+        take = limit
+        while True:
+            sql = _TOOL_SQL.format(
+                tool_index=_index_hint("entry_tool_name_idx"),
+                names=rows.in_list(len(keys)),
+                order=" ORDER BY entry_seq" if ordered else "",
+                limit="" if take is None else f" LIMIT {int(take)}",
+            )
+            with connection.cursor() as cursor, gc_paused():
+                cursor.execute(sql, [self.state.session_id, *keys])
+                fetched = cursor.fetchall()
+            found = [entry for entry in rows.decode_rows(fetched) if keyed_reads.names_tool(entry, wanted)]
+            if take is None or limit is None or len(found) >= limit or len(fetched) < take:
+                return found if limit is None else found[:limit]
+            take *= 4
+
+    def ancestor_at(self, entry_id: str, depth: int) -> str | None:
+        """``path_facts.ancestor_at`` in one statement: up by the rows' jumps
+        where they do not overshoot, by parents elsewhere (O(log depth) rows)."""
+        key = self.state.session_id
+        with connection.cursor() as cursor:
+            cursor.execute(_ANCESTOR_SQL, [key, entry_id, depth, key, depth, depth])
+            found = cursor.fetchall()
+        if not found or found[0][1] != depth or not found[0][2]:
+            return None
+        return str(found[0][0])
 
     def subtree(self, entry_id: str) -> dict[str, str | None]:
         """``entry_id`` and every entry below it → its parent, in append order:
@@ -814,7 +926,7 @@ class MySQLWrite(MySQLView):
         parent = _facts_and_entries(key, [parent_id]).get(parent_id) if isinstance(parent_id, str) else None
         facts = facts_for(entry, parent[1] if parent else None, parent_known=parent_id is None or parent is not None)
         with connection.cursor() as cursor:
-            cursor.execute(rows.UPDATE_FACTS_SQL, [*rows.fact_values(facts), key, entry["id"]])
+            cursor.execute(rows.UPDATE_FACTS_SQL, [*rows.kind_fact_values(facts), key, entry["id"]])
 
     def discard_in_flight(self) -> Entry:
         """Delete the streaming row and undo what ``_insert_one`` counted for it."""

@@ -196,6 +196,14 @@ class StoredView(Protocol):
     # storage's path facts (``core/path_facts.context_path``); ``None`` when
     # the facts cannot say. A storage without it gets the generic default
     # (``template.context_entries``: the whole root→leaf path).
+    #
+    # Optional too: the reads by key of ``providers/keyed_reads.py`` (an
+    # entry's path facts, its ancestor at a depth, a slice of its path with
+    # the entries, its children, the entries aimed at it, its subtree,
+    # custom entries by type, a tool's results), each under the same name;
+    # a storage without one gets the generic answer from ``parents()``,
+    # ``entries()`` and ``all_entries()`` (the memory storage of the
+    # contract tests has none).
 
     def known_ids(self, named: Collection[str]) -> Mapping[str, Any]:
         """A mapping that answers ``id in …`` for the session's ids: at least

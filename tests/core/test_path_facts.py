@@ -12,6 +12,7 @@ from sessiontree.core.context_builder import build_context_from_path
 from sessiontree.core.path import build_entry_index, path_entries
 from sessiontree.core.path_facts import (
     PathFacts,
+    ancestor_at,
     build_context_from_segment,
     context_path,
     facts_for,
@@ -158,9 +159,13 @@ def test_a_long_session_reads_only_the_kept_segment():
 
 
 def test_an_in_flight_leaf_gets_its_facts_from_its_parent():
-    parent = PathFacts(4, "c", "m", None, True)
+    parent = PathFacts(4, "c", "m", None, True, "q", 3)
     streaming = {"id": "x", "parentId": "p", "type": "message", "message": {"role": "assistant", "content": []}}
-    assert facts_for(streaming, parent, parent_known=True) == PathFacts(5, "c", "x", None, True)
+    # Without the facts of the parent's jump, it jumps to its parent.
+    assert facts_for(streaming, parent, parent_known=True) == PathFacts(5, "c", "x", None, True, "p", 4)
+    # With them, Myers' rule: the parent's jump spans 1 level as the jump's own does, so twice as far.
+    jump = PathFacts(3, None, None, None, True, "r", 2)
+    assert facts_for(streaming, parent, parent_known=True, parent_jump=jump)[5:] == ("r", 2)
     assert facts_for(streaming, None, parent_known=False).exact is False
 
 
@@ -179,3 +184,45 @@ def test_pi_sessions_give_the_same_context_at_every_entry(name):
         compacted += index.facts[leaf_id].compaction_id is not None
     if name == "before-compaction.jsonl":
         assert compacted  # the corpus exercises the compaction branch
+
+
+@given(session_trees())
+def test_the_ancestor_at_any_depth_is_found_in_few_steps(entries):
+    """``ancestor_at`` gives the entry the walk finds at every depth of every
+    exact entry's path, in O(log depth) steps (Myers' bound, 3 log2)."""
+    index = Index(entries)
+    by_id = build_entry_index(entries)
+    for entry_id, facts in index.facts.items():
+        if not facts.exact:
+            assert ancestor_at(entry_id, 0, index.facts.get, lambda i: by_id[i].get("parentId")) is None
+            continue
+        path = [e["id"] for e in path_entries(entry_id, by_id)]
+        assert len(path) == facts.depth + 1
+        for depth in range(facts.depth + 1):
+            steps = []
+
+            def facts_of(i, steps=steps):
+                steps.append(i)
+                return index.facts.get(i)
+
+            assert ancestor_at(entry_id, depth, facts_of, lambda i: by_id[i].get("parentId")) == path[depth]
+            assert len(steps) - 1 <= 3 * max(1, (facts.depth - depth).bit_length()) + 2
+        assert ancestor_at(entry_id, facts.depth + 1, index.facts.get, lambda i: None) is None
+        assert ancestor_at(entry_id, -1, index.facts.get, lambda i: None) is None
+
+
+def test_jumps_keep_a_long_chain_logarithmic():
+    entries = [{"type": "message", "id": "e0", "parentId": None, "message": {"role": "user", "content": "x"}}]
+    for i in range(1, 100_000):
+        entries.append({"type": "message", "id": f"e{i}", "parentId": f"e{i - 1}", "message": {"role": "user"}})
+    facts = dict(zip((e["id"] for e in entries), facts_in_order(entries), strict=True))
+    parent_of = {e["id"]: e["parentId"] for e in entries}
+    for leaf, depth in [("e99999", 0), ("e99999", 1), ("e99999", 50_000), ("e77777", 12_345), ("e99999", 99_998)]:
+        steps = []
+
+        def facts_of(i, steps=steps):
+            steps.append(i)
+            return facts.get(i)
+
+        assert ancestor_at(leaf, depth, facts_of, parent_of.get) == f"e{depth}"
+        assert len(steps) <= 3 * 17 + 2, (leaf, depth, len(steps))
