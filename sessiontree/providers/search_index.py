@@ -272,6 +272,13 @@ def store_rows(session_id: str, rows: Sequence[IndexRow]) -> None:
 def add_entries(session_id: str, entries: Iterable[Entry]) -> int:
     """Index ``entries`` of ``session_id`` (a row already there for an entry id
     is replaced); how many held text. Runs in the caller's transaction."""
+    if isinstance(entries, list) and len(entries) == 1:
+        # One entry (an append): its row straight to its statement.
+        row = index_row(entries[0])
+        if row is None:
+            return 0
+        _execute_one(upsert_sql(), (session_id, row.entry_id, row.entry_type, row.role, row.text))
+        return 1
     rows = index_rows(entries)
     _store(session_id, rows)
     return len(rows)
