@@ -19,10 +19,12 @@ Also prints:
 
 The ``file`` provider keeps its meta rows in SQLite; ``mysql`` runs on the
 MySQL/MariaDB server of ``DATABASE_URL`` (default the local test server) in
-databases of its own, dropped at the end. Both variants run with DEBUG off.
-Run from the repository root:
+databases of its own, dropped at the end; ``mysql-sqlite`` is the ``mysql``
+provider on a SQLite database (its tables beside the ``file`` provider's
+meta rows, as in a checkout without ``DATABASE_URL``). Both variants run with
+DEBUG off. Run from the repository root:
 
-    .venv/bin/python bench/bench_append.py [--base REV] [--rounds 5] [--samples 200]
+    .venv/bin/python bench/bench_append.py [--base REV] [--rounds 5] [--samples 200] [--kinds file,mysql,mysql-sqlite]
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_URL = "mysql://root@127.0.0.1:3306/test"
+KINDS = ("file", "mysql", "mysql-sqlite")
 
 
 # --- the child: one measurement round on one code tree ------------------------------
@@ -51,7 +54,7 @@ def child(args: argparse.Namespace) -> None:
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ.update(DJANGO_DEBUG="0", DJANGO_SECRET_KEY="bench", DJANGO_ALLOWED_HOSTS="localhost")
     results: dict[str, Any] = {}
-    if args.kind == "file":
+    if args.kind in ("file", "mysql-sqlite"):
         os.environ.pop("DATABASE_URL", None)
         os.environ["SQLITE_PATH"] = str(Path(args.workdir) / "meta.sqlite3")
     else:
@@ -185,6 +188,7 @@ def main() -> None:
     parser.add_argument("--base", default="HEAD~1", help="the commit to compare with (default HEAD~1)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--kinds", default="file,mysql,mysql-sqlite", help="providers to measure (comma-separated)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--kind", help=argparse.SUPPRESS)
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
@@ -194,6 +198,9 @@ def main() -> None:
         child(args)
         return
 
+    kinds = [kind for kind in args.kinds.split(",") if kind]
+    if not kinds or any(kind not in KINDS for kind in kinds):
+        sys.exit(f"--kinds takes some of {', '.join(KINDS)}")
     server = os.environ.get("DATABASE_URL") or DEFAULT_URL
     if not urlsplit(server).scheme.startswith("mysql"):
         sys.exit("DATABASE_URL must be a mysql:// URL (the mysql provider is measured on it)")
@@ -218,7 +225,7 @@ def main() -> None:
             _mysql_admin(server, f"CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
         for round_no in range(args.rounds):
             order = ["base", "head"] if round_no % 2 == 0 else ["head", "base"]
-            for kind in ("file", "mysql"):
+            for kind in kinds:
                 for variant in order:
                     workdir = tmp / f"{variant}-{kind}"
                     workdir.mkdir(exist_ok=True)
@@ -253,19 +260,21 @@ def main() -> None:
         return statistics.median(run[key] for run in figures[(variant, kind)])
 
     print(f"append latency, median of {args.rounds} rounds x {args.samples} appends (ms); base = {base_rev}")
-    for kind in ("file", "mysql"):
+    for kind in kinds:
         base, head = median("base", kind, "provider"), median("head", kind, "provider")
-        print(f"  {kind:<5}  base {base:7.3f}   head {head:7.3f}   head/base {head / base:5.2f}")
+        print(f"  {kind:<12}  base {base:7.3f}   head {head:7.3f}   head/base {head / base:5.2f}")
     for key, what in (("navigate", "navigate (operations layer)"), ("context", "build_context")):
-        for kind in ("file", "mysql"):
+        for kind in kinds:
             base, head = median("base", kind, key), median("head", kind, key)
-            print(f"  {kind:<5}  {what}: base {base:7.3f}   head {head:7.3f}   head/base {head / base:5.2f}")
-    for kind in ("file", "mysql"):
+            print(f"  {kind:<12}  {what}: base {base:7.3f}   head {head:7.3f}   head/base {head / base:5.2f}")
+    for kind in kinds:
         base, head = median("base", kind, "audited"), median("head", kind, "audited")
         print(
-            f"  {kind:<5}  audited append (operations layer, what the faces call): "
+            f"  {kind:<12}  audited append (operations layer, what the faces call): "
             f"base {base:7.3f}   head {head:7.3f}   head/base {head / base:5.2f}"
         )
+    if "mysql" not in kinds:
+        return
     floor = median("head", "mysql", "floor")
     head_mysql = median("head", "mysql", "provider")
     base_floor = median("base", "mysql", "floor")

@@ -72,8 +72,21 @@ def entry_pieces(entry: Mapping[str, Any]) -> Iterator[str]:
     return (piece for piece in pieces if piece)
 
 
+# Roles whose message holds text beside or instead of its content.
+_ROLES_BEYOND_CONTENT = frozenset(["bashExecution", "branchSummary", "compactionSummary"])
+
+
 def entry_text(entry: Entry) -> str:
     """The text of ``entry`` as one string (pieces on their own lines); ``""`` when it holds none."""
+    if entry.get("type") == "message":
+        # The commonest entry (a message whose content is one string, no
+        # error) without the pieces' generators: every append builds its
+        # search row from this. The same text as the general way below.
+        message = entry.get("message")
+        if isinstance(message, Mapping) and "errorMessage" not in message:
+            content = message.get("content")
+            if isinstance(content, str) and message.get("role") not in _ROLES_BEYOND_CONTENT:
+                return content
     return "\n".join(entry_pieces(entry))
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from sessiontree.core.context_builder import build_session_context
 from sessiontree.core.redaction import ERASED, ERASED_BLOCK, erase_entry, is_erased
-from sessiontree.core.text import entry_role, entry_text
+from sessiontree.core.text import entry_pieces, entry_role, entry_text
 
 SECRET = "4111 1111 1111 1111"
 
@@ -168,3 +168,27 @@ def test_erasing_is_idempotent_and_keeps_the_base_fields_for_any_entry(kind, ext
         v in (kind, "x1", entry["timestamp"], ERASED) or k in ("customType",)
         for k, v in zip(erased, strings, strict=False)
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    role=st.sampled_from(
+        ["user", "assistant", "toolResult", "bashExecution", "branchSummary", "compactionSummary", "custom", None]
+    ),
+    content=st.one_of(
+        st.text(max_size=12),
+        st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=6)}), max_size=2),
+        json_values,
+    ),
+    extra=st.dictionaries(
+        st.sampled_from(["errorMessage", "summary", "command", "output"]),
+        st.one_of(st.text(max_size=6), st.none(), st.integers()),
+        max_size=3,
+    ),
+)
+def test_a_message_s_text_is_its_pieces_joined_whatever_its_shape(role, content, extra):
+    """``entry_text``'s short way for a message of one string (what every
+    append's search row is built from) gives what the pieces give."""
+    message = {"content": content, **extra} if role is None else {"role": role, "content": content, **extra}
+    entry = {**base("message", "m1", None), "message": message}
+    assert entry_text(entry) == "\n".join(entry_pieces(entry))

@@ -7,12 +7,18 @@ what the rows hold."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 
 from sessiontree.core.search import query_terms
-from sessiontree.models import SearchEntry
+from sessiontree.models import AuditRecord, SearchEntry
 from sessiontree.providers import search_index
+from sessiontree.providers.file_provider import FileSessionTreeProvider, clear_index_cache
+from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
+from sessiontree.services import entries
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -109,3 +115,116 @@ def db_session():
 
     AgentSession.objects.create(session_id="s1", provider="mysql")
     return "s1"
+
+
+# --- the append path's own statement (providers/search_index._execute_one) ---------------
+
+WHO = {"actor": "t", "channel": "internal"}
+
+
+@pytest.fixture(params=["file", "mysql"])
+def sqlite_provider(request, db, tmp_path):
+    """Both storages on this SQLite database (``mysql``: its tables here)."""
+    if request.param == "file":
+        clear_index_cache()
+        return FileSessionTreeProvider(root=tmp_path / "sessions")
+    return MySQLSessionTreeProvider()
+
+
+@pytest.fixture
+def direct_writes(monkeypatch):
+    """Counts the rows written straight on the DB-API connection (what an
+    append does when nothing watches Django's cursors)."""
+    calls: list[str] = []
+    real = search_index._sqlite_upsert_sql
+
+    def counted() -> str:
+        calls.append("direct")
+        return real()
+
+    monkeypatch.setattr(search_index, "_sqlite_upsert_sql", counted)
+    return calls
+
+
+def test_an_audited_append_is_found_right_after_its_commit(sqlite_provider, direct_writes):
+    assert not connection.queries_logged  # as in production: the direct statement
+    sqlite_provider.create_session(session_id="d1")
+    stored = entries.append_message(
+        session_id="d1", message={"role": "user", "content": "a cormorant dives"}, provider=sqlite_provider, **WHO
+    )
+    assert direct_writes == ["direct"]
+    assert found("cormorant") == {stored["id"]}
+    row = SearchEntry.objects.get(session_id="d1", entry_id=stored["id"])
+    assert (row.entry_type, row.role, row.text) == ("message", "user", "a cormorant dives")
+    check_integrity()
+
+
+def test_a_failed_row_is_a_database_error_and_the_append_stores_nothing(sqlite_provider, direct_writes):
+    """The row is written in the append's transaction: when it fails, the
+    failure is Django's error (as from its cursor) and nothing of the append
+    is kept, neither the entry nor its audit record."""
+    sqlite_provider.create_session(session_id="d1")
+    first = entries.append_message(
+        session_id="d1", message={"role": "user", "content": "first"}, provider=sqlite_provider, **WHO
+    )
+    audits = AuditRecord.objects.filter(session_id="d1").count()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMP TRIGGER refuse_search_row BEFORE INSERT ON neta_search_entry "
+            "BEGIN SELECT RAISE(ABORT, 'no row'); END"
+        )
+    try:
+        with pytest.raises(DatabaseError) as failed:
+            entries.append_message(
+                session_id="d1", message={"role": "user", "content": "a lost gannet"}, provider=sqlite_provider, **WHO
+            )
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER refuse_search_row")
+    assert not isinstance(failed.value, sqlite3.Error)  # Django's class, not the driver's
+    assert direct_writes  # the direct statement was the one refused
+    assert [entry["id"] for entry in sqlite_provider.list_entries("d1")] == [first["id"]]
+    assert sqlite_provider.get_session("d1")["leaf_entry_id"] == first["id"]
+    assert AuditRecord.objects.filter(session_id="d1").count() == audits
+    assert set(SearchEntry.objects.filter(session_id="d1").values_list("entry_id", flat=True)) == {first["id"]}
+    again = entries.append_message(
+        session_id="d1", message={"role": "user", "content": "a gannet again"}, provider=sqlite_provider, **WHO
+    )
+    assert found("gannet") == {again["id"]}
+
+
+def test_a_watched_connection_sees_the_rows_statement(sqlite_provider, direct_writes):
+    """A query log (DEBUG, a test's CaptureQueriesContext) or an execute
+    wrapper sees the row's statement: it then goes through Django's cursor."""
+    sqlite_provider.create_session(session_id="d1")
+    with CaptureQueriesContext(connection) as logged:
+        sqlite_provider.append_message("d1", {"role": "user", "content": "a logged puffin"})
+    seen: list[str] = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        sqlite_provider.append_message("d1", {"role": "user", "content": "a wrapped puffin"})
+    assert direct_writes == []
+    assert sum('INSERT INTO "neta_search_entry"' in query["sql"] for query in logged.captured_queries) == 1
+    assert sum('INSERT INTO "neta_search_entry"' in sql for sql in seen) == 1
+    assert len(found("puffin")) == 2
+
+
+def test_one_entry_reindexed_loses_its_old_words(db_session, direct_writes):
+    """An erase rewrites one entry: its row is replaced by the one-row
+    statement, and the old words leave FTS5 whether or not it held them."""
+    add("kept", "razorbill before")
+    assert found("razorbill") == {"kept"}  # in FTS5 now
+    add("fresh", "guillemot before")  # above the position
+    for entry_id, text in (("kept", "erased"), ("fresh", "erased too")):
+        with transaction.atomic():
+            search_index.reindex_entries(
+                "s1", [{"type": "message", "id": entry_id, "message": {"role": "user", "content": text}}]
+            )
+    assert len(direct_writes) == 4
+    assert found("razorbill") == set() and found("guillemot") == set()
+    assert found("erased") == {"kept", "fresh"}
+    check_integrity()
