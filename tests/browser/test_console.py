@@ -275,8 +275,10 @@ def test_the_panel_says_how_its_token_total_adds_up(operator_page: Page, demo_si
 
     explanation = page.locator("#token-explanation")
     expect(explanation).to_contain_text("as the provider reported them")
-    numbers = [int(n) for n in re.findall(r"\b\d+\b", explanation.inner_text())]
-    total, reported, estimated = numbers[0], numbers[1], numbers[2]
+    # The figures by their places, not every number of the text: the reply's
+    # entry id is in it too, and a random id can be all digits.
+    total = int(re.search(r"How the (\d+) tokens", explanation.inner_text()).group(1))
+    reported, estimated = (int(explanation.locator("strong").nth(n).inner_text()) for n in (0, 1))
     assert reported + estimated == total
     explanation.scroll_into_view_if_needed()
     screenshot(page, "tokens")
