@@ -7,9 +7,12 @@ between the write path as it is and the same path with the index write left
 out (``search_index.add_entries`` replaced by nothing, for the measurement
 only). Separate processes differ by more than the row costs, so both run in
 one. Prints the median of the block medians of each, the row's cost in µs
-and the ratio. Run from the repository root:
+and the ratio. ``--server`` adds the ``mysql`` provider on the MySQL/MariaDB
+server of ``DATABASE_URL`` (default the local test server), in a database of
+its own (``sessiontree_bench_search_row``, dropped after). Run from the
+repository root:
 
-    .venv/bin/python bench/bench_search_row.py [--rounds 100] [--block 50]
+    .venv/bin/python bench/bench_search_row.py [--rounds 100] [--block 50] [--server]
 """
 
 from __future__ import annotations
@@ -25,14 +28,16 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+SERVER_DATABASE = "sessiontree_bench_search_row"
 
 
 def child(kind: str, rounds: int, block: int) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="bench-search-row-"))
     os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
     os.environ.update(DJANGO_DEBUG="0", DJANGO_SECRET_KEY="bench", DJANGO_ALLOWED_HOSTS="localhost")
-    os.environ.pop("DATABASE_URL", None)
-    os.environ["SQLITE_PATH"] = str(workdir / "meta.sqlite3")
+    if kind != "mysql-server":
+        os.environ.pop("DATABASE_URL", None)
+        os.environ["SQLITE_PATH"] = str(workdir / "meta.sqlite3")
     import django
 
     django.setup()
@@ -80,7 +85,7 @@ def child(kind: str, rounds: int, block: int) -> None:
     search_index.add_entries = with_row
     row, without = statistics.median(medians["with the row"]), statistics.median(medians["without"])
     print(
-        f"  {kind:<5}  without the row {without:6.1f} us   with it {row:6.1f} us   "
+        f"  {kind:<12}  without the row {without:6.1f} us   with it {row:6.1f} us   "
         f"the row {row - without:5.1f} us   ratio {row / without:5.3f}"
     )
 
@@ -89,6 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--block", type=int, default=50)
+    parser.add_argument("--server", action="store_true", help="also the mysql provider on DATABASE_URL's server")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -97,15 +103,34 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "bench"))
     from machine import describe
 
-    print(describe(None))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    kinds = ["file", "mysql"]
+    connect = None
+    if args.server:
+        import MySQLdb
+        from bench_mysql_provider import server_url
+
+        url, connect = server_url(SERVER_DATABASE)
+        server = MySQLdb.connect(**connect, autocommit=True)
+        server.cursor().execute(f"DROP DATABASE IF EXISTS {SERVER_DATABASE}")
+        server.cursor().execute(f"CREATE DATABASE {SERVER_DATABASE} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+        env["DATABASE_URL"] = url
+        kinds.append("mysql-server")
+    print(describe(connect))
     print(f"audited append, median of {args.rounds} rounds x {args.block} appends, both in one process")
-    for kind in ("file", "mysql"):
-        subprocess.run(
-            [sys.executable, __file__, f"--child={kind}", f"--rounds={args.rounds}", f"--block={args.block}"],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            check=True,
-        )
+    print("(file and mysql: SQLite; mysql-server: the mysql provider on the server)")
+    try:
+        for kind in kinds:
+            subprocess.run(
+                [sys.executable, __file__, f"--child={kind}", f"--rounds={args.rounds}", f"--block={args.block}"],
+                cwd=ROOT,
+                env=env,
+                check=True,
+            )
+    finally:
+        if args.server:
+            server.cursor().execute(f"DROP DATABASE IF EXISTS {SERVER_DATABASE}")
+            server.close()
 
 
 if __name__ == "__main__":

@@ -222,17 +222,18 @@ def _sqlite_upsert_sql() -> str:
 def _execute_one(sql: str, params: tuple[Any, ...]) -> None:
     """Run one row's upsert in the caller's transaction.
 
-    On SQLite, when nothing watches Django's cursors (no query log: DEBUG
-    off and no ``CaptureQueriesContext``; no execute wrapper but the
-    backend's own ``read_retry``, which only ever sends a lone ``SELECT``
-    again), the statement goes to the connection's DB-API object itself: the
-    same connection and transaction, a failure turned into Django's (typed)
-    error as its cursor would, without building a cursor wrapper per append
-    (about a fifth of what the row costs an append). Otherwise, and on other
-    databases, Django's cursor."""
+    On SQLite and MySQL/MariaDB, when nothing watches Django's cursors (no
+    query log: DEBUG off and no ``CaptureQueriesContext``; no execute
+    wrapper but the backend's own ``read_retry``, which only ever sends a
+    lone ``SELECT`` again), the statement goes to the connection's DB-API
+    object itself: the same connection and transaction, a failure turned
+    into Django's (typed) error as its cursor would, without Django's cursor
+    wrapper per append (on SQLite about a fifth of what the row costs an
+    append; on MariaDB 300 → 190 µs, bench/bench_search_row.py --server).
+    Otherwise, and on other databases, Django's cursor."""
     db = connections[DEFAULT_DB_ALIAS]
     raw = db.connection
-    direct = raw is not None and db.vendor == "sqlite" and not db.queries_logged
+    direct = raw is not None and db.vendor in ("sqlite", "mysql") and not db.queries_logged
     if direct:
         for wrapper in db.execute_wrappers:
             if wrapper is not read_retry:
@@ -244,7 +245,12 @@ def _execute_one(sql: str, params: tuple[Any, ...]) -> None:
         return
     db.validate_no_broken_transaction()
     try:
-        raw.execute(_sqlite_upsert_sql(), params)
+        if db.vendor == "sqlite":
+            raw.execute(_sqlite_upsert_sql(), params)
+        else:
+            # mysqlclient takes Django's SQL as it is (the same %s parameter style).
+            with raw.cursor() as cursor:
+                cursor.execute(sql, params)
     except Exception:
         with db.wrap_database_errors:
             raise
