@@ -528,10 +528,11 @@ _TOOL_SQL = (
 )
 
 
-# The ancestor of an entry at a depth (``path_facts.ancestor_at``): the
-# climb ends at the depth asked for, or where a row is missing or not exact
-# (then the last row reached is not at that depth, and the caller walks).
-_ANCESTOR_SQL = (
+# The climb from an entry (session, entry id, lowest depth) up its path to a
+# depth: by its jump while that does not pass the depth asked for, else by
+# its parent; it stops at that depth, or where a row is missing or not exact.
+# Parameters: session, entry id, depth, session, depth, depth.
+_CLIMB_CTE = (
     f"WITH RECURSIVE climb (eid, d, pid, jid, jd, exact) AS ("
     f"SELECT {_S('entry_id')}, {_S('depth')}, {_S('parent_entry_id')}, {_S('path_jump_id')}, "
     f"COALESCE({_S('path_jump_depth')}, {_S('depth')}), {_S('path_exact')} FROM {rows.TABLE} "
@@ -542,25 +543,19 @@ _ANCESTOR_SQL = (
     f"CASE WHEN climb.jd >= %s AND climb.jd < climb.d AND climb.jid IS NOT NULL THEN climb.jid ELSE climb.pid END "
     f"AND a.{_S('depth')} < climb.d "
     f"WHERE climb.d > %s AND climb.exact) "
-    f"SELECT eid, d, exact FROM climb ORDER BY d LIMIT 1"
 )
+
+# The ancestor of an entry at a depth (``path_facts.ancestor_at``): the
+# climb ends at the depth asked for, or where a row is missing or not exact
+# (then the last row reached is not at that depth, and the caller walks).
+_ANCESTOR_SQL = _CLIMB_CTE + "SELECT eid, d, exact FROM climb ORDER BY d LIMIT 1"
 
 
 # The rows at depths ``%s``..``%s`` (top, bottom) of an entry's path, with
 # their payloads: up by the jumps while above ``bottom`` (never past it),
 # then by parents down to ``top`` (bottom - top < WALK_STEPS: MariaDB stops a
 # recursion silently after 1,000 steps).
-_PATH_ENTRIES_SQL = (
-    f"WITH RECURSIVE climb (eid, d, pid, jid, jd, exact) AS ("
-    f"SELECT {_S('entry_id')}, {_S('depth')}, {_S('parent_entry_id')}, {_S('path_jump_id')}, "
-    f"COALESCE({_S('path_jump_depth')}, {_S('depth')}), {_S('path_exact')} FROM {rows.TABLE} "
-    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s AND {_S('depth')} >= %s "
-    f"UNION ALL SELECT a.{_S('entry_id')}, a.{_S('depth')}, a.{_S('parent_entry_id')}, a.{_S('path_jump_id')}, "
-    f"COALESCE(a.{_S('path_jump_depth')}, a.{_S('depth')}), a.{_S('path_exact')} FROM climb "
-    f"JOIN {rows.TABLE} a ON a.{rows.SESSION_COLUMN} = %s AND a.{_S('entry_id')} = "
-    f"CASE WHEN climb.jd >= %s AND climb.jd < climb.d AND climb.jid IS NOT NULL THEN climb.jid ELSE climb.pid END "
-    f"AND a.{_S('depth')} < climb.d "
-    f"WHERE climb.d > %s AND climb.exact) "
+_PATH_ENTRIES_SQL = _CLIMB_CTE + (
     f"SELECT {', '.join(f't.{_S(name)}' for name in (*rows.PAYLOAD_COLUMN_NAMES, 'extra'))} FROM climb "
     f"JOIN {rows.TABLE} t ON t.{rows.SESSION_COLUMN} = %s AND t.{_S('entry_id')} = climb.eid "
     f"WHERE climb.d <= %s AND climb.exact ORDER BY climb.d"
