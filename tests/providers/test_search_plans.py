@@ -16,7 +16,6 @@ import random
 import pytest
 from django.db import connection
 
-from sessiontree.core.errors import SearchTooBroad
 from sessiontree.core.search import query_terms, term_words
 from sessiontree.models import SearchEntry
 from sessiontree.providers import search_index
@@ -117,18 +116,17 @@ def test_the_answers_are_what_the_rows_hold(corpus):
     assert found("york-new", SCOPES["all"], ROWS) != found("new-york", SCOPES["all"], ROWS)
 
 
-def test_a_search_stopped_inside_the_engine_is_too_broad(corpus, settings):
-    """A time limit that lands inside InnoDB's full-text search is reported
-    by MariaDB as error 188 ("interrupted"), not as the statement timeout:
-    both are search_too_broad. 20,000 rows of a common word take InnoDB
-    longer than the 2 ms allowed."""
-    SearchEntry.objects.bulk_create(
-        SearchEntry(session_id="plan-a", entry_id=f"x{n:07x}", entry_type="message", text=f"alpha word{n}")
-        for n in range(20_000)
-    )
-    settings.SESSIONTREE_SEARCH_TIMEOUT_MS = 2
-    for plan in (None, "match", "scan"):
-        with pytest.raises(SearchTooBroad):
-            found("alpha", SCOPES["all"], 50, plan=plan)
-    settings.SESSIONTREE_SEARCH_TIMEOUT_MS = 0
-    assert len(found("alpha", SCOPES["all"], 50)) == 50
+def test_a_statement_stopped_by_the_time_limit_is_known_by_its_error():
+    """MariaDB reports a time limit that lands inside InnoDB's full-text
+    search as error 188 ("interrupted", seen by bench/bench_search.py on a
+    1,000,000-row index), elsewhere as 1969 (max_statement_time); MySQL as
+    3024 (MAX_EXECUTION_TIME). Each is a search too broad; other errors are
+    not. (Where a limit lands is a matter of timing, so the errors are
+    checked here; tests/services/test_search.py stops a real statement.)"""
+    from django.db import InternalError, OperationalError
+
+    assert search_index._too_broad(InternalError(188, "Unknown error 188"))
+    assert search_index._too_broad(OperationalError(1969, "Query execution was interrupted"))
+    assert search_index._too_broad(OperationalError(3024, "maximum statement execution time exceeded"))
+    assert not search_index._too_broad(OperationalError(1205, "Lock wait timeout exceeded"))
+    assert not search_index._too_broad(OperationalError("no code"))
