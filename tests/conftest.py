@@ -14,6 +14,9 @@ import os
 import pytest
 from django.conf import settings
 
+# any_provider / provider: one test on several storages.
+pytest_plugins = ["tests.storage_fixtures"]
+
 MYSQL_ENGINES = {"django.db.backends.mysql", "sessiontree.providers.backends.mysql"}
 # pytest-django's fixture behind `db`, `transactional_db`, `client`, `admin_client`…
 DB_FIXTURE = "_django_db_helper"

@@ -13,21 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from sessiontree.core.path import get_path_to_leaf
 from sessiontree.core.path_facts import facts_in_order
 from sessiontree.providers import keyed_reads
-from tests.contract.conftest import CONTRACT_KINDS, PROVIDER_KINDS, make_provider, register_memory_storage
+from tests.contract.conftest import make_provider
 from tests.providers.test_history_reads import long_session
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(params=CONTRACT_KINDS)
-def any_provider(request, db, tmp_path, settings):
-    register_memory_storage(settings)
-    return make_provider(request.param, tmp_path)
-
-
-@pytest.fixture(params=PROVIDER_KINDS)
-def provider(request, db, tmp_path):
-    return make_provider(request.param, tmp_path)
 
 
 def test_the_ancestor_at_a_depth_is_the_walks(any_provider):

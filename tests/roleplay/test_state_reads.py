@@ -30,24 +30,12 @@ from roleplay.services.reads import inspect_state, inspect_state_detail, review_
 from sessiontree.core.errors import EntryNotFound
 from sessiontree.core.path import get_path_to_leaf
 from sessiontree.providers import keyed_reads
-from tests.contract.conftest import CONTRACT_KINDS, PROVIDER_KINDS, make_provider, register_memory_storage
 from tests.providers.test_history_reads import long_session
 from tests.roleplay.test_reducer_properties import CHARACTER, actions, entry_for
 
 pytestmark = pytest.mark.django_db
 
 STAMP = "2026-04-19T00:00:00.000Z"
-
-
-@pytest.fixture(params=CONTRACT_KINDS)
-def any_provider(request, db, tmp_path, settings):
-    register_memory_storage(settings)
-    return make_provider(request.param, tmp_path)
-
-
-@pytest.fixture(params=PROVIDER_KINDS)
-def provider(request, db, tmp_path):
-    return make_provider(request.param, tmp_path)
 
 
 def tool_message(entry_id: str, parent: str | None, tool: Any, role: str = "toolResult") -> dict[str, Any]:

@@ -14,7 +14,6 @@ from sessiontree.core.context_builder import build_context_from_path
 from sessiontree.core.path import resolve_latest_labels
 from sessiontree.selectors.entry_context import PATH_TAIL, context_steps, entry_context
 from sessiontree.selectors.hidden import hidden_on_branches
-from tests.contract.conftest import CONTRACT_KINDS, PROVIDER_KINDS, make_provider
 from tests.providers.test_history_reads import long_session
 
 pytestmark = pytest.mark.django_db
@@ -79,16 +78,6 @@ def shown(detail) -> dict:
         "label": detail.label,
         "on_active_path": detail.on_active_path,
     }
-
-
-@pytest.fixture(params=CONTRACT_KINDS)
-def any_provider(request, db, tmp_path):
-    return make_provider(request.param, tmp_path)
-
-
-@pytest.fixture(params=PROVIDER_KINDS)
-def provider(request, db, tmp_path):
-    return make_provider(request.param, tmp_path)
 
 
 def test_the_panel_shows_what_the_whole_path_says(any_provider):
