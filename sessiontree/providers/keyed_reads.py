@@ -12,6 +12,7 @@ may answer ``None`` for "ask the generic way":
 - ``entry_facts(ids) -> Mapping[str, PathFacts]``
 - ``path_ids(entry_id, steps) -> list[str]``
 - ``child_ids(entry_id) -> list[str]``
+- ``children_of(ids) -> dict[str, list[str]]``
 - ``entries_targeting(target_id, types) -> list[Entry]``
 - ``subtree(entry_id) -> dict[str, str | None]``
 - ``ancestor_at(entry_id, depth) -> str | None``
@@ -115,6 +116,21 @@ def child_ids(view: StoredView, entry_id: str) -> list[str]:
     if found is not None:
         return found
     return [child for child, parent in view.parents().items() if parent == entry_id and child != entry_id]
+
+
+def children_of(view: StoredView, ids: Collection[str]) -> dict[str, list[str]]:
+    """Each of ``ids`` → the entries whose parent it is, in append order
+    (an unknown id has none)."""
+    own = getattr(view, "children_of", None)
+    found: dict[str, list[str]] | None = own(ids) if own is not None else None
+    if found is not None:
+        return found
+    wanted = dict.fromkeys(ids)
+    out: dict[str, list[str]] = {entry_id: [] for entry_id in wanted}
+    for child, parent in view.parents().items():
+        if parent in out and child != parent:
+            out[parent].append(child)
+    return out
 
 
 def entries_targeting(view: StoredView, target_id: str, types: Collection[str]) -> list[Entry]:

@@ -507,6 +507,10 @@ _CHILD_IDS_SQL = (
     f"SELECT {_S('entry_id')} FROM {rows.TABLE} {{parent_index}} WHERE {rows.SESSION_COLUMN} = %s "
     f"AND {_S('parent_entry_id')} = %s ORDER BY {_S('entry_seq')}"
 )
+_CHILDREN_OF_SQL = (
+    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')} FROM {rows.TABLE} {{parent_index}} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('parent_entry_id')} IN ({{ids}}) ORDER BY {_S('entry_seq')}"
+)
 # Entries of some types aimed at one target: by ``entry_type_idx`` (a
 # session's labels and context edits are few), never a scan of the session.
 _TARGETING_SQL = (
@@ -732,6 +736,22 @@ class MySQLView:
                 _CHILD_IDS_SQL.format(parent_index=_index_hint("entry_parent_idx")), [self.state.session_id, entry_id]
             )
             return [row[0] for row in cursor.fetchall() if row[0] != entry_id]
+
+    def children_of(self, ids: Collection[str]) -> dict[str, list[str]]:
+        """Each of ``ids`` → its children in append order, by ``entry_parent_idx``
+        (one statement per ``BY_ID_LIMIT`` ids)."""
+        wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+        out: dict[str, list[str]] = {i: [] for i in wanted}
+        with connection.cursor() as cursor:
+            for chunk in rows.chunks(wanted, BY_ID_LIMIT):
+                sql = _CHILDREN_OF_SQL.format(
+                    parent_index=_index_hint("entry_parent_idx"), ids=rows.in_list(len(chunk))
+                )
+                cursor.execute(sql, [self.state.session_id, *chunk])
+                for child, parent in cursor.fetchall():
+                    if child != parent:
+                        out[parent].append(child)
+        return out
 
     def entries_targeting(self, target_id: str, types: Collection[str]) -> list[Entry]:
         kinds = list(types)
