@@ -152,6 +152,7 @@ class FileIndex:
         "offsets",
         "parents",
         "position",
+        "roots",
         "size",
         "token",
         "types",
@@ -177,6 +178,9 @@ class FileIndex:
         # later children of the entries that have more than one (branch points).
         self.first_child = array("q")
         self.more_children: dict[int, list[int]] = {}
+        # Positions of the entries whose parent was not known when they came
+        # (roots; a healthy file has one).
+        self.roots: list[int] = []
         self.compactions = 0
         self.first_root: str | None = None
         # Each entry's path facts (core/path_facts.py), computed as entries arrive.
@@ -222,8 +226,10 @@ class FileIndex:
                     first_child[parent_at] = at
                 else:
                     self.more_children.setdefault(parent_at, []).append(at)
-            elif self.first_root is None:
-                self.first_root = entry_id
+            else:
+                self.roots.append(at)
+                if self.first_root is None:
+                    self.first_root = entry_id
             entry_type = entry.get("type")
             if entry_type.__class__ is str:
                 entry_type = intern(entry_type)
@@ -797,9 +803,10 @@ class FileView:
         """``entry_id``'s children, from the index (``keyed_reads``)."""
         return self.children_of([entry_id])[entry_id]
 
-    def subtree(self, entry_id: str) -> dict[str, str | None]:
+    def subtree(self, entry_id: str, limit: int | None = None) -> dict[str, str | None]:
         """``entry_id`` and every entry below it → its parent, in append order,
-        walked down the index's children (``keyed_reads``)."""
+        walked down the index's children (``keyed_reads``); the walk stops
+        once it found more than ``limit``."""
         parents = self.parents()
         if entry_id not in parents:
             return {}
@@ -816,9 +823,34 @@ class FileView:
                 if kid not in found:
                     found.add(kid)
                     stack.append(kid)
+            if limit is not None and len(found) > limit:
+                break
         in_index = sorted(position[i] for i in found if i in position)
         ordered = [names[at] for at in in_index] + [i for i in self._top() if i in found and i not in position]
         return {i: parents[i] for i in ordered}
+
+    def root_ids(self, limit: int) -> list[str]:
+        """The index's roots (``keyed_reads``), then one in flight without a parent."""
+        index = self.index
+        found = [index.ids[at] for at in index.roots[: max(limit, 0)]]
+        found += [i for i, e in self._top().items() if i not in index.position and e.get("parentId") is None]
+        return found[: max(limit, 0)]
+
+    def count_types(self, types: Collection[str]) -> int:
+        """Entries of ``types`` (``keyed_reads``): the index's types, counted in C."""
+        kinds = self.index.types
+        index = self.index
+        top = sum(1 for i, e in self._top().items() if i not in index.position and e.get("type") in types)
+        return sum(kinds.count(kind) for kind in set(types)) + top
+
+    def entries_targeting_any(self, target_ids: Collection[str], types: Collection[str]) -> list[Entry]:
+        """The entries of ``types`` aimed at any of ``target_ids``, by the index's keys (``keyed_reads``)."""
+        wanted, kinds = set(target_ids), set(types)
+        return [
+            entry
+            for entry in self._keyed("target", wanted, None, lambda e: e.get("targetId") in wanted)
+            if entry.get("type") in kinds
+        ]
 
     def entries_targeting(self, target_id: str, types: Collection[str]) -> list[Entry]:
         """The entries of ``types`` aimed at ``target_id`` (labels, context

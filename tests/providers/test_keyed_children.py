@@ -71,6 +71,18 @@ def check(view, entries: list[dict]) -> None:
         for types in (("label",), ("context_edit",), ("label", "context_edit")):
             want = [e["id"] for e in targeting.get(entry_id, []) if e["type"] in types]
             assert [e["id"] for e in keyed_reads.entries_targeting(view, entry_id, types)] == want
+    for types in (("label",), ("label", "context_edit")):
+        some = order[::7]
+        want = [e["id"] for e in entries if e["type"] in types and e.get("targetId") in set(some)]
+        assert [e["id"] for e in keyed_reads.entries_targeting_any(view, some, types)] == want
+        assert keyed_reads.count_types(view, types) == sum(1 for e in entries if e["type"] in types)
+    root = order[0]
+    assert keyed_reads.root_ids(view, 5) == [root]
+    for entry_id in order[:: max(1, len(order) // 20)]:
+        size = len(below(children, entry_id, order))
+        assert keyed_reads.subtree_within(view, entry_id, size) == keyed_reads.subtree(view, entry_id)
+        if size > 1:
+            assert keyed_reads.subtree_within(view, entry_id, size - 1) is None
     assert keyed_reads.children_of(view, ["nope"]) == {"nope": []}
     assert keyed_reads.subtree(view, "nope") == {}
 
