@@ -220,3 +220,20 @@ def test_the_window_reads_a_fixed_number_of_statements(provider, monkeypatch, co
 
 
 STATEMENTS: dict = {}
+
+
+def test_a_line_through_a_recent_alternative_keeps_the_active_path_marked(session, monkeypatch):
+    provider, entries = session
+    path = [e["id"] for e in provider.get_active_path("big")]
+    on_path = set(path)
+    side = next(e for e in reversed(entries) if e["type"] == "message" and "side" in str(e["message"]["content"]))
+    line = [e["id"] for e in provider.get_active_path("big", side["id"])]
+    got = keyed(monkeypatch, lambda: tw.tree_window(provider, "big", line_entry_id=side["id"]), window=100)
+    assert got.line_entry_id == side["id"]
+    main = [row for row in got.rows if row.kind == "entry"]
+    assert [row.entry_id for row in main][-1] == side["id"]
+    assert all(row.entry_id in line for row in main)
+    assert all(row.on_active_path == (row.entry_id in on_path) for row in got.iter_rows() if row.kind == "entry")
+    fork = line[-2]
+    folded = [row for row in got.rows if row.kind == "branch" and row.entry_id in on_path]
+    assert len(folded) == 1 and folded[0].size == len(path) - path.index(fork) - 1
