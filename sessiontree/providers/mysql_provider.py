@@ -764,6 +764,20 @@ class MySQLView:
                         out[parent].append(child)
         return out
 
+    def entry_types(self, ids: Collection[str]) -> dict[str, Any]:
+        """Each id's ``type``, by key (one statement per ``BY_ID_LIMIT`` ids, no payload)."""
+        wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+        out: dict[str, Any] = {}
+        with connection.cursor() as cursor:
+            for chunk in rows.chunks(wanted, BY_ID_LIMIT):
+                cursor.execute(
+                    f"SELECT {_S('entry_id')}, type FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
+                    f"AND {_S('entry_id')} IN ({rows.in_list(len(chunk))})",
+                    [self.state.session_id, *chunk],
+                )
+                out.update(cursor.fetchall())
+        return out
+
     def root_ids(self, limit: int) -> list[str]:
         """Rows without a parent, by ``entry_parent_idx`` (a parent that names no
         row cannot be stored here: the provider checks it on every write)."""
