@@ -40,16 +40,25 @@ def test_the_entry_panel_at_the_leaf_costs_the_same_at_any_size(admin_client, ki
     assert "root → … " in pages[2000]
 
 
-def test_the_tree_page_issues_the_same_statements_at_any_size(admin_client, kind):
-    """The tree page (issue 23's guard): the same number of statements at 50
-    and at 2,000 entries, read cold (the per-process shape cache cleared)
-    and warm. Its work still grows with the session (it lays out the whole
-    tree's shape: bench/bench_history.py), but no statement is sent per
-    entry, per step of a path or per branch."""
-    from sessiontree.selectors.tree_window import clear_shape_cache
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        pytest.param((50, 1900), id="whole-shape"),  # under KEYED_FROM: the shape, kept per process
+        pytest.param((3000, 12000), id="keyed"),  # from KEYED_FROM: the window read by key
+    ],
+)
+def test_the_tree_page_issues_the_same_statements_at_any_size(admin_client, kind, sizes):
+    """The tree page (issue 23's guard): the same number of statements at
+    both sizes, read cold (the per-process shape cache cleared) and warm. No
+    statement is sent per entry or per step of a path; under ``KEYED_FROM``
+    entries the work grows with the session (it lays out the whole shape),
+    from it the page reads its window by key (a statement per folded branch
+    of the window at most: the same at any size)."""
+    from sessiontree.selectors.tree_window import KEYED_FROM, clear_shape_cache
 
+    assert sizes[0] < KEYED_FROM > sizes[1] or sizes[0] >= KEYED_FROM <= sizes[1]
     counts = {}
-    for size in (50, 2000):
+    for size in sizes:
         sid = f"tree-{kind}-{size}"
         get_provider(kind).create_session(session_id=sid, entries=with_labels_and_edits(size))
         row = AgentSession.objects.get(session_id=sid)
@@ -61,4 +70,4 @@ def test_the_tree_page_issues_the_same_statements_at_any_size(admin_client, kind
         with CaptureQueriesContext(connection) as warm:
             assert admin_client.get(tree_url(row)).status_code == 200
         counts[size] = (len(cold.captured_queries), len(warm.captured_queries))
-    assert counts[50] == counts[2000], counts
+    assert counts[sizes[0]] == counts[sizes[1]], counts
