@@ -51,8 +51,11 @@ RUN_CHUNK = 300
 MAX_UNREACHABLE = 200
 # Branches unfolded down to a focused entry, at most (deeper ones stay folded).
 MAX_OPEN_DEPTH = 50
-# Sessions whose shape is kept per process.
+# Sessions whose shape is kept per process, and their entries in all at most
+# (a shape holds a few hundred bytes an entry: the budget bounds a worker's
+# memory whatever the sessions' sizes; a larger shape is used and dropped).
 SHAPE_CACHE_SIZE = 8
+SHAPE_CACHE_ENTRIES = 1_000_000
 # From this many entries, on a storage that reads by key (path facts), a
 # window reads only what it shows: the end of its line, the first entries,
 # the folded branches on the way, their labels (``_KeyedRead``). Below it the
@@ -180,11 +183,12 @@ def read_shape(view: Any) -> TreeShape:
                 _shapes.move_to_end(key)
                 return shape
     shape = TreeShape(view.parents(), view.all_entries(types=("label", *MARKER_TYPES)))
-    if key is not None:
+    if key is not None and shape.count <= SHAPE_CACHE_ENTRIES:
         with _shapes_lock:
             _shapes[key] = shape
-            while len(_shapes) > SHAPE_CACHE_SIZE:
-                _shapes.popitem(last=False)
+            total = sum(kept.count for kept in _shapes.values())
+            while len(_shapes) > SHAPE_CACHE_SIZE or total > SHAPE_CACHE_ENTRIES:
+                total -= _shapes.popitem(last=False)[1].count
     return shape
 
 

@@ -276,3 +276,24 @@ def test_the_kept_shape_follows_appends_labels_and_leaf_moves(provider):  # noqa
     assert new["id"] in rows and rows[ids["root"]].label == "start"
     assert after_move.skeleton.leaf_entry_id == ids["left"]
     assert [r.entry_id for r in after_move.entry_rows if r.on_active_path] == [ids["root"], ids["answer"], ids["left"]]
+
+
+def test_the_shape_cache_is_bounded_by_entries_too(monkeypatch):
+    """A worker keeps at most ``SHAPE_CACHE_ENTRIES`` entries of shapes in all,
+    however few sessions: the oldest go first, a larger shape is not kept."""
+    monkeypatch.setattr(tw, "SHAPE_CACHE_ENTRIES", 250)
+    tw.clear_shape_cache()
+
+    def view(name: str, count: int) -> FakeView:
+        entries = [message(f"{name}{i}", f"{name}{i - 1}" if i else None) for i in range(count)]
+        fake = FakeView(entries, entries[-1]["id"])
+        fake.state.pk, fake.state.session_id = hash(name), name
+        return fake
+
+    views = {name: view(name, count) for name, count in (("a", 100), ("b", 100), ("c", 100), ("big", 300))}
+    shapes = {name: tw.read_shape(fake) for name, fake in views.items() if name != "big"}
+    assert tw.read_shape(views["c"]) is shapes["c"]  # kept
+    assert tw.read_shape(views["a"]) is not shapes["a"]  # gone: a, b and c hold 300 > 250 entries
+    assert tw.read_shape(views["big"]) is not tw.read_shape(views["big"])  # larger than the budget: never kept
+    assert sum(shape.count for shape in tw._shapes.values()) <= 250
+    tw.clear_shape_cache()
