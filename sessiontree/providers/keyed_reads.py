@@ -17,6 +17,7 @@ may answer ``None`` for "ask the generic way":
 - ``entries_targeting_any(target_ids, types) -> list[Entry]``
 - ``subtree(entry_id, limit=None) -> dict[str, str | None]`` (``limit``: may
   stop after more than ``limit`` entries; the caller then asks no more)
+- ``subtrees(ids, limit) -> dict[str, dict[str, str | None]]``
 - ``root_ids(limit) -> list[str]``
 - ``count_types(types) -> int``
 - ``entry_types(ids) -> dict[str, str]``
@@ -158,6 +159,20 @@ def entries_targeting_any(view: StoredView, target_ids: Collection[str], types: 
     if found is not None:
         return found
     return [entry for entry in view.all_entries(types=types) if entry.get("targetId") in wanted]
+
+
+def subtrees(view: StoredView, ids: Collection[str], *, limit: int) -> dict[str, dict[str, str | None]]:
+    """``subtree(view, id, limit=limit)`` of each of ``ids`` (disjoint
+    subtrees: the children of different entries, say), in one read where the
+    storage can: more than ``limit`` entries in one means it was read in part."""
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        return {}
+    own = getattr(view, "subtrees", None)
+    found: dict[str, dict[str, str | None]] | None = own(wanted, limit=limit) if own is not None else None
+    if found is not None:
+        return found
+    return {entry_id: subtree(view, entry_id, limit=limit) for entry_id in wanted}
 
 
 def subtree_within(view: StoredView, entry_id: str, limit: int) -> dict[str, str | None] | None:

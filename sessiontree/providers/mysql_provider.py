@@ -787,6 +787,28 @@ class MySQLView:
                 out.update(cursor.fetchall())
         return out
 
+    def subtrees(self, ids: Collection[str], limit: int) -> dict[str, dict[str, str | None]]:
+        """``keyed_reads.subtrees``: the subtrees of ``ids`` (disjoint) walked
+        down together, ``limit`` levels at most, in one statement per
+        ``BY_ID_LIMIT`` ids (a subtree that reaches ``limit`` levels holds more
+        than ``limit`` entries: read in part, as the caller expects)."""
+        key = self.state.session_id
+        wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+        levels = max(1, min(limit, WALK_STEPS))
+        root_of: dict[str, str] = {}
+        found: dict[str, list[tuple[int, str, str | None]]] = {i: [] for i in wanted}
+        with connection.cursor() as cursor:
+            for chunk in rows.chunks(wanted, BY_ID_LIMIT):
+                sql = _SUBTREE_SQL.format(ids=rows.in_list(len(chunk)), parent_index=_index_hint("entry_parent_idx"))
+                cursor.execute(sql, [key, *chunk, key, levels])
+                for child, parent, seq, level in sorted(cursor.fetchall(), key=lambda row: (row[3], row[2])):
+                    root = child if level == 0 else root_of.get(parent) if isinstance(parent, str) else None
+                    if root is None or child in root_of:  # pragma: no cover - a parent cycle in damaged rows
+                        continue
+                    root_of[child] = root
+                    found[root].append((seq, child, parent))
+        return {root: {child: parent for _, child, parent in sorted(part)} for root, part in found.items() if part}
+
     def root_ids(self, limit: int) -> list[str]:
         """Rows without a parent, by ``entry_parent_idx`` (a parent that names no
         row cannot be stored here: the provider checks it on every write)."""

@@ -640,12 +640,18 @@ class _KeyedRead:
         read already); every other child starts a folded branch, read whole."""
         shape = self.shape
         kids = keyed_reads.children_of(self.view, ids)
+        folded: list[tuple[str, str]] = []
         for entry_id in ids:
             children = kids.get(entry_id, [])
             shape.children[entry_id] = list(children)
-            for kid in children:
-                if kid != on_line.get(entry_id) and kid not in shape.parent:
-                    self.read_branch(kid, entry_id, whole=self.leads_to_focus(kid))
+            folded.extend(
+                (kid, entry_id) for kid in children if kid != on_line.get(entry_id) and kid not in shape.parent
+            )
+        whole = {kid for kid, _ in folded if self.leads_to_focus(kid)}
+        # The branches that stay folded: their first entries, all in one read.
+        peeked = keyed_reads.subtrees(self.view, [kid for kid, _ in folded if kid not in whole], limit=BRANCH_PEEK)
+        for kid, parent_id in folded:
+            self.read_branch(kid, parent_id, whole=kid in whole, below=peeked.get(kid))
 
     focus_id: str | None = None
 
@@ -663,13 +669,18 @@ class _KeyedRead:
             return False
         return keyed_reads.ancestor_at(self.view, self.focus_id, depth.depth) == root_id
 
-    def read_branch(self, root_id: str, parent_id: str, *, whole: bool = True) -> None:
+    def read_branch(
+        self, root_id: str, parent_id: str, *, whole: bool = True, below: dict[str, str | None] | None = None
+    ) -> None:
+        """The branch from ``root_id`` (a child of ``parent_id``): whole, or its
+        first ``BRANCH_PEEK`` entries (``below``: read already)."""
         if whole:
             below = keyed_reads.subtree_within(self.view, root_id, self.branch_budget)
             if below is None:
                 raise _NotByKey
         else:
-            below = keyed_reads.subtree(self.view, root_id, limit=BRANCH_PEEK)
+            if below is None:
+                below = keyed_reads.subtree(self.view, root_id, limit=BRANCH_PEEK)
             if len(below) > BRANCH_PEEK:
                 self.shape.partial.add(root_id)
                 self.shape._sizes[root_id] = BRANCH_PEEK

@@ -83,6 +83,21 @@ def check(view, entries: list[dict]) -> None:
         assert keyed_reads.subtree_within(view, entry_id, size) == keyed_reads.subtree(view, entry_id)
         if size > 1:
             assert keyed_reads.subtree_within(view, entry_id, size - 1) is None
+    # Disjoint subtrees in one read: the children of each branch point.
+    for entry_id in order:
+        kids = children[entry_id]
+        if len(kids) < 2:
+            continue
+        for limit in (1, 3, 10_000):
+            together = keyed_reads.subtrees(view, kids, limit=limit)
+            for kid in kids:
+                full = keyed_reads.subtree(view, kid)
+                if len(full) <= limit:
+                    assert together[kid] == full and list(together[kid]) == list(full)
+                else:  # read in part: more than the limit, all of them in the subtree, in append order
+                    part = together[kid]
+                    assert len(part) > limit and part.items() <= full.items()
+                    assert list(part) == [i for i in full if i in part]
     assert keyed_reads.children_of(view, ["nope"]) == {"nope": []}
     assert keyed_reads.subtree(view, "nope") == {}
 
