@@ -743,8 +743,11 @@ class FileView:
 
     def context_entries(self, leaf_entry_id: str) -> list[Entry] | None:
         """The entries the context at ``leaf_entry_id`` needs, from the index's
-        path facts (their lines read by offset, nothing else)."""
-        return context_path_in_memory(leaf_entry_id, self._facts_of, self._by_id())
+        path facts (their lines read by offset, together, nothing else)."""
+        parents = self.parents()
+        return context_path_in_memory(
+            leaf_entry_id, self._facts_of, self._by_id(), segment_ids=self.entries, parent_of=parents.__getitem__
+        )
 
     def entry_facts(self, ids: Collection[str]) -> dict[str, PathFacts]:
         """The index's path facts of the ``ids`` it knows (``keyed_reads``)."""

@@ -362,3 +362,22 @@ class settings_override:
         from django.conf import settings as django_settings
 
         django_settings.SESSIONTREE_FILE_INDEX_SIDECAR = self.before
+
+
+def test_the_context_reads_its_path_s_lines_together(provider, monkeypatch, settings):
+    """The segment's ids come from the skeleton and its entries are read in
+    one call (lines close together in one ``pread``), not one by one."""
+    settings.SESSIONTREE_FILE_CACHE_BYTES = 0  # nothing decoded kept: every entry read back
+    written = conversation(provider, "s1", 30)
+    expected = provider.build_context("s1")
+    clear_index_cache()
+    calls: list[int] = []
+    real_read = FileIndex.read
+
+    def read(self, fd, positions):
+        calls.append(len(positions))
+        return real_read(self, fd, positions)
+
+    monkeypatch.setattr(FileIndex, "read", read)
+    assert provider.build_context("s1") == expected
+    assert len(calls) <= 3 and max(calls) == len(written)  # the whole path (no compaction here) at once
