@@ -515,7 +515,7 @@ class AgentSessionAdmin(admin.ModelAdmin):
                 "skeleton": skeleton,
                 "leaf_entry_id": skeleton.leaf_entry_id,
                 "expected_leaf": skeleton.leaf_entry_id or NO_LEAF,
-                "compacted_count": len(skeleton.compacted_by),
+                "compacted_count": skeleton.compacted_count,
                 "compact_form": CompactForm(auto_id="compact-%s"),
             }
         )

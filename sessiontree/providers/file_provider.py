@@ -138,6 +138,7 @@ class FileIndex:
     __slots__ = (
         "compactions",
         "facts",
+        "first_child",
         "first_root",
         "has_child",
         "header",
@@ -145,11 +146,13 @@ class FileIndex:
         "inode",
         "keyed",
         "lengths",
+        "more_children",
         "mtime_ns",
         "offset",
         "offsets",
         "parents",
         "position",
+        "roots",
         "sidecar_entries",
         "size",
         "token",
@@ -173,6 +176,13 @@ class FileIndex:
         self.lengths = array("q")
         self.has_child = bytearray()
         self.with_children = 0  # for the tree stats: how many entries have a child
+        # Children by position: each entry's first child (-1: none), and the
+        # later children of the entries that have more than one (branch points).
+        self.first_child = array("q")
+        self.more_children: dict[int, list[int]] = {}
+        # Positions of the entries whose parent was not known when they came
+        # (roots; a healthy file has one).
+        self.roots: list[int] = []
         self.compactions = 0
         self.first_root: str | None = None
         # Each entry's path facts (core/path_facts.py), computed as entries arrive.
@@ -193,7 +203,7 @@ class FileIndex:
         if len(spans) != 2 * len(entries):
             raise ValueError("two span ints per entry")
         position, ids, parents, types, has_child = self.position, self.ids, self.parents, self.types, self.has_child
-        facts, keyed = self.facts, self.keyed
+        facts, keyed, first_child = self.facts, self.keyed, self.first_child
         new_ids: list[Any] = [entry.get("id") for entry in entries]
         if (
             not all(type(entry_id) is str for entry_id in new_ids)
@@ -204,6 +214,7 @@ class FileIndex:
         base = len(ids)
         intern = sys.intern
         has_child.extend(bytes(len(entries)))
+        first_child.extend(itertools.repeat(-1, len(entries)))
         add_id, add_parent, add_type = ids.append, parents.append, types.append
         at = base
         for entry_id, entry in zip(new_ids, entries, strict=True):
@@ -214,8 +225,13 @@ class FileIndex:
                 if not has_child[parent_at]:
                     has_child[parent_at] = 1
                     self.with_children += 1
-            elif self.first_root is None:
-                self.first_root = entry_id
+                    first_child[parent_at] = at
+                else:
+                    self.more_children.setdefault(parent_at, []).append(at)
+            else:
+                self.roots.append(at)
+                if self.first_root is None:
+                    self.first_root = entry_id
             entry_type = entry.get("type")
             if entry_type.__class__ is str:
                 entry_type = intern(entry_type)
@@ -230,6 +246,10 @@ class FileIndex:
                     custom_type = entry.get("customType")
                     if custom_type.__class__ is str:
                         keyed.setdefault(("custom", custom_type), []).append(at)
+                elif entry_type == "label" or entry_type == "context_edit":
+                    target = entry.get("targetId")
+                    if target.__class__ is str:
+                        keyed.setdefault(("target", target), []).append(at)
             position[entry_id] = at
             facts[entry_id] = child_facts(entry, facts)
             add_id(entry_id)
@@ -263,6 +283,14 @@ class FileIndex:
     def has_children(self, entry_id: str) -> bool:
         at = self.position.get(entry_id)
         return at is not None and bool(self.has_child[at])
+
+    def children_at(self, at: int) -> list[int]:
+        """The positions of the children of the entry at ``at``, in append order."""
+        first = self.first_child[at]
+        if first < 0:
+            return []
+        more = self.more_children.get(at)
+        return [first, *more] if more else [first]
 
     @property
     def last_id(self) -> str | None:
@@ -684,8 +712,9 @@ class FileView:
         return [top[entry_id] if entry_id in top else next(found) for entry_id in ids]
 
     def _top_in_order(self) -> list[Entry]:
-        """The entries on top of the file's, in the order they came."""
-        return [self.in_flight_entry] if self.in_flight_entry is not None else []
+        """The entries on top of the file's (this unit's pending lines, then
+        the one in flight), in the order they came."""
+        return list(self._top().values())
 
     def all_entries(self, types: Collection[str] | None = None) -> list[Entry]:
         index = self.index
@@ -753,20 +782,90 @@ class FileView:
         """The index's path facts of the ``ids`` it knows (``keyed_reads``)."""
         return {i: facts for i in dict.fromkeys(ids) if (facts := self._facts_of(i)) is not None}
 
-    def _childless(self, entry_id: str) -> bool:
-        in_flight = self.in_flight_entry
-        return not self.index.has_children(entry_id) and (in_flight is None or in_flight.get("parentId") != entry_id)
+    def _top_children(self) -> dict[str, list[str]]:
+        """Children among the entries not in the file's index yet (in flight, pending)."""
+        out: dict[str, list[str]] = {}
+        for entry_id, entry in self._top().items():
+            parent_id = entry.get("parentId")
+            if isinstance(parent_id, str) and entry_id not in self.index.position:
+                out.setdefault(parent_id, []).append(entry_id)
+        return out
 
-    def child_ids(self, entry_id: str) -> list[str] | None:
-        """No children, from the index (``keyed_reads``); else ``None``: the generic scan."""
-        return [] if self._childless(entry_id) else None
+    def children_of(self, ids: Collection[str]) -> dict[str, list[str]]:
+        """Each of ``ids`` → its children, in append order, from the index (``keyed_reads``)."""
+        index = self.index
+        names, position = index.ids, index.position
+        top = self._top_children()
+        out: dict[str, list[str]] = {}
+        for entry_id in ids:
+            at = position.get(entry_id)
+            kids = [names[child] for child in index.children_at(at)] if at is not None else []
+            kids.extend(top.get(entry_id, ()))
+            out[entry_id] = kids
+        return out
 
-    def subtree(self, entry_id: str) -> dict[str, str | None] | None:
-        """A childless entry alone (``keyed_reads``); else ``None``: the generic walk."""
-        if not self._childless(entry_id):
-            return None
+    def child_ids(self, entry_id: str) -> list[str]:
+        """``entry_id``'s children, from the index (``keyed_reads``)."""
+        return self.children_of([entry_id])[entry_id]
+
+    def subtree(self, entry_id: str, limit: int | None = None) -> dict[str, str | None]:
+        """``entry_id`` and every entry below it → its parent, in append order,
+        walked down the index's children (``keyed_reads``); the walk stops
+        once it found more than ``limit``."""
         parents = self.parents()
-        return {entry_id: parents[entry_id]} if entry_id in parents else {}
+        if entry_id not in parents:
+            return {}
+        index = self.index
+        names, position = index.ids, index.position
+        top = self._top_children()
+        found: set[str] = {entry_id}
+        stack = [entry_id]
+        while stack:
+            current = stack.pop()
+            at = position.get(current)
+            kids = [names[child] for child in index.children_at(at)] if at is not None else []
+            for kid in (*kids, *top.get(current, ())):
+                if kid not in found:
+                    found.add(kid)
+                    stack.append(kid)
+            if limit is not None and len(found) > limit:
+                break
+        in_index = sorted(position[i] for i in found if i in position)
+        ordered = [names[at] for at in in_index] + [i for i in self._top() if i in found and i not in position]
+        return {i: parents[i] for i in ordered}
+
+    def root_ids(self, limit: int) -> list[str]:
+        """The index's roots (``keyed_reads``), then one in flight without a parent."""
+        index = self.index
+        found = [index.ids[at] for at in index.roots[: max(limit, 0)]]
+        found += [i for i, e in self._top().items() if i not in index.position and e.get("parentId") is None]
+        return found[: max(limit, 0)]
+
+    def count_types(self, types: Collection[str]) -> int:
+        """Entries of ``types`` (``keyed_reads``): the index's types, counted in C."""
+        kinds = self.index.types
+        index = self.index
+        top = sum(1 for i, e in self._top().items() if i not in index.position and e.get("type") in types)
+        return sum(kinds.count(kind) for kind in set(types)) + top
+
+    def entries_targeting_any(self, target_ids: Collection[str], types: Collection[str]) -> list[Entry]:
+        """The entries of ``types`` aimed at any of ``target_ids``, by the index's keys (``keyed_reads``)."""
+        wanted, kinds = set(target_ids), set(types)
+        return [
+            entry
+            for entry in self._keyed("target", wanted, None, lambda e: e.get("targetId") in wanted)
+            if entry.get("type") in kinds
+        ]
+
+    def entries_targeting(self, target_id: str, types: Collection[str]) -> list[Entry]:
+        """The entries of ``types`` aimed at ``target_id`` (labels, context
+        edits), by the index's keys (``keyed_reads``)."""
+        wanted = set(types)
+        return [
+            entry
+            for entry in self._keyed("target", [target_id], None, lambda e: e.get("targetId") == target_id)
+            if entry.get("type") in wanted
+        ]
 
     def ancestor_at(self, entry_id: str, depth: int) -> str | None:
         """``path_facts.ancestor_at`` over the index (``keyed_reads``)."""

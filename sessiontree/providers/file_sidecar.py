@@ -106,6 +106,14 @@ def format_key(slots: tuple[str, ...]) -> str:
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 
 
+# The index's columns with one item an entry (those it has).
+_PER_ENTRY = ("ids", "parents", "types", "offsets", "lengths", "has_child", "first_child", "facts")
+
+
+def _whole(index: Any, count: int) -> bool:
+    return all(len(getattr(index, name)) == count for name in _PER_ENTRY if hasattr(index, name))
+
+
 def _persisted(index: Any) -> list[str]:
     return [name for name in type(index).__slots__ if name not in _NOT_PERSISTED]
 
@@ -183,7 +191,7 @@ def save(session_file: Path, fd: int, index: Any) -> bool:
     count = len(ids)
     slots = _persisted(index)
     try:
-        if not (len(index.parents) == len(index.types) == len(index.offsets) == len(index.lengths) == count):
+        if not _whole(index, count):
             return False  # being extended meanwhile (another thread): the next write catches up
         if os.fstat(fd).st_ino != index.inode or os.stat(session_file).st_ino != index.inode:
             return False  # replaced meanwhile (an erase, a migration): this index is of the old file
@@ -277,7 +285,7 @@ def _from_bytes(data: bytes, fd: int, st: os.stat_result, make: Callable[..., An
     for name in _persisted(index):
         setattr(index, name, _decode(columns[name], ids))
     index.position = dict(zip(ids, range(count), strict=True))
-    if not (len(index.parents) == len(index.types) == len(index.offsets) == len(index.lengths) == count):
+    if not _whole(index, count):
         return None
     if len(index.position) != count or (count and index.offsets[-1] + index.lengths[-1] > covered):
         return None

@@ -12,8 +12,13 @@ may answer ``None`` for "ask the generic way":
 - ``entry_facts(ids) -> Mapping[str, PathFacts]``
 - ``path_ids(entry_id, steps) -> list[str]``
 - ``child_ids(entry_id) -> list[str]``
+- ``children_of(ids) -> dict[str, list[str]]``
 - ``entries_targeting(target_id, types) -> list[Entry]``
-- ``subtree(entry_id) -> dict[str, str | None]``
+- ``entries_targeting_any(target_ids, types) -> list[Entry]``
+- ``subtree(entry_id, limit=None) -> dict[str, str | None]`` (``limit``: may
+  stop after more than ``limit`` entries; the caller then asks no more)
+- ``root_ids(limit) -> list[str]``
+- ``count_types(types) -> int``
 - ``ancestor_at(entry_id, depth) -> str | None``
 - ``path_entries(entry_id, top, bottom) -> list[Entry] | None``
 - ``custom_entries(custom_types, limit=None) -> list[Entry]``
@@ -117,6 +122,21 @@ def child_ids(view: StoredView, entry_id: str) -> list[str]:
     return [child for child, parent in view.parents().items() if parent == entry_id and child != entry_id]
 
 
+def children_of(view: StoredView, ids: Collection[str]) -> dict[str, list[str]]:
+    """Each of ``ids`` → the entries whose parent it is, in append order
+    (an unknown id has none)."""
+    own = getattr(view, "children_of", None)
+    found: dict[str, list[str]] | None = own(ids) if own is not None else None
+    if found is not None:
+        return found
+    wanted = dict.fromkeys(ids)
+    out: dict[str, list[str]] = {entry_id: [] for entry_id in wanted}
+    for child, parent in view.parents().items():
+        if parent in out and child != parent:
+            out[parent].append(child)
+    return out
+
+
 def entries_targeting(view: StoredView, target_id: str, types: Collection[str]) -> list[Entry]:
     """The entries of ``types`` (``label``, ``context_edit``) whose ``targetId`` is ``target_id``, in append order."""
     own = getattr(view, "entries_targeting", None)
@@ -124,6 +144,59 @@ def entries_targeting(view: StoredView, target_id: str, types: Collection[str]) 
     if found is not None:
         return found
     return [entry for entry in view.all_entries(types=types) if entry.get("targetId") == target_id]
+
+
+def entries_targeting_any(view: StoredView, target_ids: Collection[str], types: Collection[str]) -> list[Entry]:
+    """The entries of ``types`` whose ``targetId`` is one of ``target_ids``, in append order."""
+    wanted = set(target_ids)
+    if not wanted:
+        return []
+    own = getattr(view, "entries_targeting_any", None)
+    found: list[Entry] | None = own(wanted, types) if own is not None else None
+    if found is not None:
+        return found
+    return [entry for entry in view.all_entries(types=types) if entry.get("targetId") in wanted]
+
+
+def subtree_within(view: StoredView, entry_id: str, limit: int) -> dict[str, str | None] | None:
+    """``subtree`` when it holds at most ``limit`` entries, else ``None``
+    (without reading much more than ``limit`` where the storage can stop)."""
+    own = getattr(view, "subtree", None)
+    found: dict[str, str | None] | None = None
+    if own is not None:
+        try:
+            found = own(entry_id, limit=limit)
+        except TypeError:  # a storage's subtree without a limit
+            found = own(entry_id)
+    if found is None:
+        found = subtree(view, entry_id)
+    return found if len(found) <= limit else None
+
+
+def root_ids(view: StoredView, limit: int) -> list[str]:
+    """Up to ``limit`` entries that start a tree (no parent, or one the session
+    does not hold; a healthy session has one), in append order."""
+    own = getattr(view, "root_ids", None)
+    found: list[str] | None = own(limit) if own is not None else None
+    if found is not None:
+        return found
+    parents = view.parents()
+    out: list[str] = []
+    for child, parent in parents.items():
+        if parent is None or parent == child or parent not in parents:
+            out.append(child)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def count_types(view: StoredView, types: Collection[str]) -> int:
+    """How many entries of ``types`` the session holds."""
+    own = getattr(view, "count_types", None)
+    found: int | None = own(types) if own is not None else None
+    if found is not None:
+        return found
+    return len(view.all_entries(types=types))
 
 
 def label_of(view: StoredView, target_id: str) -> LabelInfo | None:

@@ -507,6 +507,21 @@ _CHILD_IDS_SQL = (
     f"SELECT {_S('entry_id')} FROM {rows.TABLE} {{parent_index}} WHERE {rows.SESSION_COLUMN} = %s "
     f"AND {_S('parent_entry_id')} = %s ORDER BY {_S('entry_seq')}"
 )
+_CHILDREN_OF_SQL = (
+    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')} FROM {rows.TABLE} {{parent_index}} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('parent_entry_id')} IN ({{ids}}) ORDER BY {_S('entry_seq')}"
+)
+_TARGETING_ANY_SQL = (
+    f"{rows.SELECT_PAYLOAD} {{type_index}} WHERE {rows.SESSION_COLUMN} = %s AND type IN ({{types}})"
+    f"{{targets}} ORDER BY entry_seq"
+)
+_ROOTS_SQL = (
+    f"SELECT {_S('entry_id')} FROM {rows.TABLE} {{parent_index}} WHERE {rows.SESSION_COLUMN} = %s "
+    f"AND {_S('parent_entry_id')} IS NULL ORDER BY {_S('entry_seq')} LIMIT %s"
+)
+_COUNT_TYPES_SQL = (
+    f"SELECT COUNT(*) FROM {rows.TABLE} {{type_index}} WHERE {rows.SESSION_COLUMN} = %s AND type IN ({{types}})"
+)
 # Entries of some types aimed at one target: by ``entry_type_idx`` (a
 # session's labels and context edits are few), never a scan of the session.
 _TARGETING_SQL = (
@@ -733,6 +748,62 @@ class MySQLView:
             )
             return [row[0] for row in cursor.fetchall() if row[0] != entry_id]
 
+    def children_of(self, ids: Collection[str]) -> dict[str, list[str]]:
+        """Each of ``ids`` → its children in append order, by ``entry_parent_idx``
+        (one statement per ``BY_ID_LIMIT`` ids)."""
+        wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+        out: dict[str, list[str]] = {i: [] for i in wanted}
+        with connection.cursor() as cursor:
+            for chunk in rows.chunks(wanted, BY_ID_LIMIT):
+                sql = _CHILDREN_OF_SQL.format(
+                    parent_index=_index_hint("entry_parent_idx"), ids=rows.in_list(len(chunk))
+                )
+                cursor.execute(sql, [self.state.session_id, *chunk])
+                for child, parent in cursor.fetchall():
+                    if child != parent:
+                        out[parent].append(child)
+        return out
+
+    def root_ids(self, limit: int) -> list[str]:
+        """Rows without a parent, by ``entry_parent_idx`` (a parent that names no
+        row cannot be stored here: the provider checks it on every write)."""
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _ROOTS_SQL.format(parent_index=_index_hint("entry_parent_idx")),
+                [self.state.session_id, max(limit, 0)],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    def count_types(self, types: Collection[str]) -> int:
+        """Entries of ``types``, counted on ``entry_type_idx``."""
+        kinds = list(dict.fromkeys(types))
+        if not kinds:
+            return 0
+        sql = _COUNT_TYPES_SQL.format(type_index=_index_hint("entry_type_idx"), types=rows.in_list(len(kinds)))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [self.state.session_id, *kinds])
+            return int(cursor.fetchone()[0])
+
+    def entries_targeting_any(self, target_ids: Collection[str], types: Collection[str]) -> list[Entry]:
+        """Entries of ``types`` aimed at any of ``target_ids``, by ``entry_type_idx``
+        (one statement; more than ``BY_ID_LIMIT`` targets read every entry of
+        those types: a session's labels and context edits are few)."""
+        kinds = list(dict.fromkeys(types))
+        wanted = list(dict.fromkeys(target_ids))
+        if not kinds or not wanted:
+            return []
+        targets = rows.in_list(len(wanted)) if len(wanted) <= BY_ID_LIMIT else None
+        sql = _TARGETING_ANY_SQL.format(
+            type_index=_index_hint("entry_type_idx"),
+            types=rows.in_list(len(kinds)),
+            targets=f" AND target_entry_id IN ({targets})" if targets else "",
+        )
+        with connection.cursor() as cursor, gc_paused():
+            cursor.execute(sql, [self.state.session_id, *kinds, *(wanted if targets else ())])
+            found = rows.decode_rows(cursor.fetchall())
+        chosen = set(wanted)
+        return [entry for entry in found if entry.get("targetId") in chosen]
+
     def entries_targeting(self, target_id: str, types: Collection[str]) -> list[Entry]:
         kinds = list(types)
         sql = _TARGETING_SQL.format(type_index=_index_hint("entry_type_idx"), types=rows.in_list(len(kinds)))
@@ -796,9 +867,10 @@ class MySQLView:
             return None
         return str(found[0][0])
 
-    def subtree(self, entry_id: str) -> dict[str, str | None]:
+    def subtree(self, entry_id: str, limit: int | None = None) -> dict[str, str | None]:
         """``entry_id`` and every entry below it → its parent, in append order:
-        walked down by parent in statements of ``WALK_STEPS`` levels at most."""
+        walked down by parent in statements of ``WALK_STEPS`` levels at most
+        (no more statements once more than ``limit`` were found)."""
         key = self.state.session_id
         found: dict[str, tuple[int, str | None]] = {}
         frontier = [entry_id]
@@ -817,7 +889,7 @@ class MySQLView:
                             found[child] = (seq, parent)
                         if level == WALK_STEPS:
                             deeper.append(child)  # its children are not read yet
-                frontier = deeper
+                frontier = deeper if limit is None or len(found) <= limit else []
         return {child: parent for child, (_, parent) in sorted(found.items(), key=lambda item: item[1][0])}
 
     def context_entries(self, leaf_entry_id: str) -> list[Entry] | None:

@@ -32,6 +32,7 @@ from sessiontree.core.context_builder import entry_to_message
 from sessiontree.core.errors import EntryNotFound
 from sessiontree.core.path import resolve_latest_labels, walk_path
 from sessiontree.core.types import Entry, LabelInfo
+from sessiontree.providers import keyed_reads
 from sessiontree.providers.base import SessionTreeProvider
 
 # Entries kept visible on each side of an entry worth seeing.
@@ -52,6 +53,16 @@ MAX_UNREACHABLE = 200
 MAX_OPEN_DEPTH = 50
 # Sessions whose shape is kept per process.
 SHAPE_CACHE_SIZE = 8
+# From this many entries, on a storage that reads by key (path facts), a
+# window reads only what it shows: the end of its line, the first entries,
+# the folded branches on the way, their labels (``_KeyedRead``).
+KEYED_FROM = 5000
+# Entries of the main line read back from its end; above them, after the
+# root's first entries, one run ("N earlier entries", loaded on demand).
+LINE_WINDOW = 600
+# Entries read below folded branches (to size and name them) at most; past
+# it the window is laid out from the whole shape instead.
+BRANCH_READ_LIMIT = 20_000
 
 MARKER_TYPES = ("compaction", "branch_summary")
 
@@ -184,10 +195,27 @@ class TreeSkeleton:
     compacted_by: dict[str, str]  # active-path entry → the compaction that left it out of the context
     in_flight_entry_id: str | None = None
     active: frozenset[str] = frozenset()
+    # Read by key (a large session): what the page's summary says, counted
+    # without the whole path (``None``: from ``active_path``/``markers``/``compacted_by``).
+    active_count: int | None = None
+    markers_count: int | None = None
+    compacted_count_known: int | None = None
 
     @property
     def entry_count(self) -> int:
         return self.shape.count
+
+    @property
+    def active_length(self) -> int:
+        return self.active_count if self.active_count is not None else len(self.active_path)
+
+    @property
+    def marker_count(self) -> int:
+        return self.markers_count if self.markers_count is not None else len(self.shape.markers)
+
+    @property
+    def compacted_count(self) -> int:
+        return self.compacted_count_known if self.compacted_count_known is not None else len(self.compacted_by)
 
     @property
     def labels(self) -> dict[str, LabelInfo]:
@@ -471,7 +499,7 @@ class _Layout:
         return rows
 
 
-def _fill_payloads(view: Any, window: TreeWindow) -> None:
+def _fill_payloads(view: Any, window: TreeWindow, known: Mapping[str, Entry] | None = None) -> None:
     """Load the payloads of the window's entries and of the entries folded
     branches are named by: one batch."""
     shape = window.skeleton.shape
@@ -485,8 +513,10 @@ def _fill_payloads(view: Any, window: TreeWindow) -> None:
             line = _line(shape, row.entry_id, window.skeleton.active, limit=NAME_LOOKAHEAD)
             name_lines[row.entry_id] = line
             wanted.update(dict.fromkeys(line))
-    ids = list(wanted)
+    ids = [entry_id for entry_id in wanted if entry_id not in known] if known else list(wanted)
     by_id: dict[str, Entry] = dict(zip(ids, view.entries(ids), strict=True)) if ids else {}
+    if known:
+        by_id.update((entry_id, known[entry_id]) for entry_id in wanted if entry_id in known)
     for row in rows:
         if row.kind == "entry":
             row.entry = by_id[row.entry_id]
@@ -495,6 +525,334 @@ def _fill_payloads(view: Any, window: TreeWindow) -> None:
         elif row.kind == "branch":
             head = [by_id[entry_id] for entry_id in name_lines[row.entry_id]]
             row.name_entry = next((entry for entry in head if entry.get("type") == "message"), head[0])
+
+
+# --- large sessions: a window read by key ---------------------------------------------------
+
+
+class LocalShape(TreeShape):
+    """The part of a large session's shape that a window shows, read by key
+    (``_KeyedRead``): the entries of its line, their children, the folded
+    branches below them (whole), the labels aimed at them and the markers
+    among them. It answers ``TreeShape``'s questions for those entries;
+    ``count`` is the whole session's."""
+
+    parent: dict[str, Any]
+
+    def __init__(self, count: int) -> None:
+        self.parent = {}
+        self.children = {}
+        self.count = count
+        self.forward = False
+        self.branch_points = frozenset()
+        self.labels = {}
+        self.markers = {}
+        self._sizes = {}
+        self.depth: dict[str, int] = {}
+
+    def depth_of(self, entry_id: str) -> int:
+        return self.depth[entry_id]
+
+    def tips(self) -> list[str]:
+        return [entry_id for entry_id in self.parent if not self.children.get(entry_id)]
+
+    def unreachable(self) -> list[str]:
+        return []
+
+
+class _NotByKey(Exception):
+    """The window cannot be read by key (the caller lays out the whole shape)."""
+
+
+class _KeyedRead:
+    """What a window of a large session needs, read by key around its line:
+    a fixed number of reads of the size of what it shows, whatever the
+    session's length (the storage's path facts: depth, jumps, the nearest
+    compaction). Raises ``_NotByKey`` where the facts cannot say (damaged
+    or streaming trees, a focus or line far from the leaf, huge branches)."""
+
+    def __init__(self, view: Any, named: Sequence[str | None]) -> None:
+        state = view.state
+        if getattr(view, "entry_facts", None) is None or state.entry_count < KEYED_FROM:
+            raise _NotByKey
+        if state.leaf_entry_id is None or state.in_flight_entry_id is not None:
+            raise _NotByKey
+        if len(keyed_reads.root_ids(view, 2)) != 1:
+            raise _NotByKey  # orphans or a damaged order: the whole shape says what is unreachable
+        self.view = view
+        self.leaf_id: str = state.leaf_entry_id
+        wanted = [self.leaf_id, *(entry_id for entry_id in named if entry_id)]
+        self.facts = dict(keyed_reads.entry_facts(view, wanted))
+        leaf = self.facts.get(self.leaf_id)
+        if leaf is None or not leaf.exact:
+            raise _NotByKey
+        self.shape = LocalShape(state.entry_count)
+        self.entries: dict[str, Entry] = {}
+        self.branch_budget = BRANCH_READ_LIMIT
+
+    def known(self, entry_id: str | None) -> str | None:
+        """``entry_id`` when the session holds it (with exact facts)."""
+        facts = self.facts.get(entry_id) if entry_id is not None else None
+        if facts is None:
+            return None
+        if not facts.exact:
+            raise _NotByKey
+        return entry_id
+
+    def depth(self, entry_id: str) -> int:
+        return self.facts[entry_id].depth
+
+    def path(self, end_id: str, top: int, bottom: int) -> list[str]:
+        """The ids at depths ``top``..``bottom`` of ``end_id``'s path."""
+        start = end_id if bottom == self.depth(end_id) else keyed_reads.ancestor_at(self.view, end_id, bottom)
+        if start is None:
+            raise _NotByKey
+        ids = keyed_reads.path_ids(self.view, start, bottom - top)
+        if len(ids) != bottom - top + 1 or ids[-1] != start:
+            raise _NotByKey
+        return ids
+
+    def add_line(self, ids: Sequence[str], top: int) -> None:
+        """A stretch of a path, starting at depth ``top``."""
+        shape = self.shape
+        for index, entry_id in enumerate(ids):
+            shape.depth[entry_id] = top + index
+            if index:
+                shape.parent[entry_id] = ids[index - 1]
+            elif entry_id not in shape.parent:
+                shape.parent[entry_id] = None  # a root, or above what was read
+
+    def read_children(self, ids: Sequence[str], on_line: Mapping[str, str | None]) -> None:
+        """Children of ``ids`` (``on_line``: each one's next entry on the line,
+        read already); every other child starts a folded branch, read whole."""
+        shape = self.shape
+        kids = keyed_reads.children_of(self.view, ids)
+        for entry_id in ids:
+            children = kids.get(entry_id, [])
+            shape.children[entry_id] = list(children)
+            for kid in children:
+                if kid != on_line.get(entry_id) and kid not in shape.parent:
+                    self.read_branch(kid, entry_id)
+
+    def read_branch(self, root_id: str, parent_id: str) -> None:
+        below = keyed_reads.subtree_within(self.view, root_id, self.branch_budget)
+        if below is None:
+            raise _NotByKey
+        self.branch_budget -= len(below)
+        shape = self.shape
+        base = shape.depth[parent_id] + 1
+        for entry_id, parent in below.items():
+            if entry_id in shape.parent:
+                continue
+            shape.parent[entry_id] = parent_id if entry_id == root_id else parent
+            shape.depth[entry_id] = base if entry_id == root_id else shape.depth[parent] + 1  # type: ignore[index]
+            if entry_id != root_id and parent is not None:
+                shape.children.setdefault(parent, []).append(entry_id)
+            shape.children.setdefault(entry_id, [])
+
+    def finish(self, line_ids: Sequence[str]) -> None:
+        """Branch points, labels and markers of what was read; the payloads of ``line_ids``."""
+        shape = self.shape
+        shape.branch_points = frozenset(key for key, kids in shape.children.items() if key and len(kids) > 1)
+        local = [entry_id for entry_id in shape.parent]
+        shape.labels = {
+            target: info
+            for target, info in resolve_latest_labels(
+                keyed_reads.entries_targeting_any(self.view, local, ("label",))
+            ).items()
+            if target in shape.parent
+        }
+        wanted = [entry_id for entry_id in dict.fromkeys(line_ids) if entry_id not in self.entries]
+        if wanted:
+            self.entries.update(zip(wanted, self.view.entries(wanted), strict=True))
+        shape.markers = {
+            entry_id: entry for entry_id, entry in self.entries.items() if entry.get("type") in MARKER_TYPES
+        }
+
+    def active_ids(self, end: str, top: int, line_ids: Sequence[str]) -> frozenset[str]:
+        """The read entries on the active path (the line's, when it ends at the
+        leaf; else the leaf's path from depth ``top``, which must meet the line there)."""
+        if end == self.leaf_id:
+            return frozenset(line_ids)
+        leaf_depth = self.depth(self.leaf_id)
+        if top > leaf_depth or leaf_depth - top > 3 * LINE_WINDOW:
+            raise _NotByKey
+        path = self.path(self.leaf_id, top, leaf_depth)
+        shape = self.shape
+        if shape.depth.get(path[0]) != top:
+            raise _NotByKey  # the leaf's path leaves the line above the window
+        above = [entry_id for entry_id in line_ids if shape.depth[entry_id] < top]
+        return frozenset(entry_id for entry_id in path if entry_id in shape.parent) | frozenset(above)
+
+    def compacted(self, active: frozenset[str]) -> tuple[dict[str, str], int]:
+        """The read active-path entries the context leaves out (id → the
+        compaction), and how many there are on the whole path."""
+        compaction_id = self.facts[self.leaf_id].compaction_id
+        if compaction_id is None:
+            return {}, 0
+        compaction = self.view.entries([compaction_id])[0]
+        first_kept = compaction.get("firstKeptEntryId")
+        found = keyed_reads.entry_facts(
+            self.view, [compaction_id, *([first_kept] if isinstance(first_kept, str) else [])]
+        )
+        if compaction_id not in found:
+            raise _NotByKey
+        cut = found[compaction_id].depth
+        if isinstance(first_kept, str) and first_kept in found and found[first_kept].depth < cut:
+            depth = found[first_kept].depth
+            if keyed_reads.ancestor_at(self.view, compaction_id, depth) == first_kept:
+                cut = depth
+        shape = self.shape
+        return {entry_id: compaction_id for entry_id in active if shape.depth[entry_id] < cut}, cut
+
+    def skeleton(self, active: frozenset[str]) -> TreeSkeleton:
+        state = self.view.state
+        compacted_by, cut = self.compacted(active)
+        shape = self.shape
+        return TreeSkeleton(
+            session_id=state.session_id,
+            leaf_entry_id=self.leaf_id,
+            status=state.status,
+            shape=shape,
+            active_path=sorted(active, key=shape.depth.__getitem__),
+            compacted_by=compacted_by,
+            in_flight_entry_id=None,
+            active=active,
+            active_count=self.depth(self.leaf_id) + 1,
+            markers_count=keyed_reads.count_types(self.view, MARKER_TYPES),
+            compacted_count_known=cut,
+        )
+
+
+def _keyed_tree_window(view: Any, focus_entry_id: str | None, line_entry_id: str | None) -> TreeWindow:
+    """``tree_window`` of a large session, read by key (``_NotByKey``: lay out the whole shape)."""
+    read = _KeyedRead(view, [focus_entry_id, line_entry_id])
+    line_id = read.known(line_entry_id)
+    focus_id = read.known(focus_entry_id)
+    end = line_id or read.leaf_id
+    bottom = read.depth(end)
+    top = max(0, bottom - LINE_WINDOW + 1)
+    # Above the window, the line shows the root's first entries and the
+    # focused entry's neighbours (when it is on the line up there); the
+    # stretches between collapse into runs.
+    shown: list[list[int]] = []
+    if top:
+        shown.append([0, EDGE])
+        if focus_id is not None:
+            depth = read.depth(focus_id)
+            if depth < top and keyed_reads.ancestor_at(view, end, depth) == focus_id:
+                shown.append([max(0, depth - EDGE), min(top - 1, depth + EDGE)])
+    merged: list[list[int]] = []
+    for first, last in sorted(shown):
+        if merged and first - merged[-1][1] - 1 < MIN_RUN:
+            merged[-1][1] = max(merged[-1][1], last)
+        else:
+            merged.append([first, last])
+    if merged and top - merged[-1][1] - 1 < MIN_RUN:
+        top = merged.pop()[0]  # a short stretch between: the window starts higher
+    window = read.path(end, top, bottom)
+    read.add_line(window, top)
+    # Each stretch reads one entry past what it shows: the next one on the line (a run's first).
+    stretches = [(first, read.path(end, first, last + 1)) for first, last in merged]
+    for first, ids in stretches:
+        read.add_line(ids, first)
+    on_line: dict[str, str | None] = {}
+    for ids in [*(ids for _, ids in stretches), window]:
+        on_line.update(zip(ids, [*ids[1:], None], strict=True))
+    # Each stretch's last entry only names the run after it: neither its children nor its payload are read.
+    line_ids = [*(entry_id for _, ids in stretches for entry_id in ids[:-1]), *window]
+    read.read_children(line_ids, on_line)  # the end's children too: the line goes on below it
+    if focus_id is not None and focus_id not in read.shape.parent:
+        raise _NotByKey  # in a branch that leaves the line above the window
+    read.finish(line_ids)
+    skeleton = read.skeleton(read.active_ids(end, top, line_ids))
+    layout = _Layout(skeleton, None, None)
+    layout.focus_id = focus_id
+    layout.focus_path = frozenset(walk_path(focus_id, read.shape.parent)) if focus_id else frozenset()
+    layout.line_id = line_id
+    layout.main_path = list(window)
+    layout.line_path = frozenset(window) if line_id is not None else frozenset()
+    rows: list[TreeRow] = []
+    for first, ids in stretches:
+        for index in range(len(ids) - 1):
+            rows.extend(layout.entry_with_branches(ids, index, 0, first + index))
+        following = next((start for start, _ in stretches if start > first), top)
+        gap = following - (first + len(ids) - 1)
+        if gap > 0:
+            rows.append(TreeRow(kind="run", level=0, entry_id=ids[-1], size=gap))
+            layout.budget -= 1
+    rows.extend(layout.line_rows(window[0], 0, top, main=True))
+    result = TreeWindow(skeleton, rows, focus_id, line_id)
+    _fill_payloads(view, result, read.entries)
+    return result
+
+
+def _keyed_run_window(view: Any, entry_id: str, count: int, level: int, line_entry_id: str | None) -> TreeWindow:
+    """``run_window`` of a run on the main line of a large session, read by
+    key (``_NotByKey``: a run elsewhere, laid out from the whole shape)."""
+    read = _KeyedRead(view, [entry_id, line_entry_id])
+    start = read.known(entry_id)
+    if start is None:
+        raise _NotByKey
+    line_id = read.known(line_entry_id)
+    end = line_id or read.leaf_id
+    bottom, depth = read.depth(end), read.depth(start)
+    count = max(1, count)
+    shown = min(count, RUN_CHUNK)
+    if depth + shown > bottom or keyed_reads.ancestor_at(view, end, depth) != start:
+        raise _NotByKey  # not on the line, or reaching below its end
+    ids = read.path(end, depth, depth + shown)  # one past the shown ones: the line goes on there
+    read.add_line(ids, depth)
+    read.read_children(ids[:-1], dict(zip(ids, [*ids[1:], None], strict=True)))
+    read.finish(ids[:-1])
+    skeleton = read.skeleton(read.active_ids(end, depth, ids))
+    layout = _Layout(skeleton, None, None)
+    layout.line_id = line_id
+    layout.line_path = frozenset(ids) if line_id is not None else frozenset()
+    rows: list[TreeRow] = []
+    for index in range(shown):
+        rows.extend(layout.entry_with_branches(ids, index, level, depth + index))
+    if count > shown:
+        rows.append(TreeRow(kind="run", level=level, entry_id=ids[shown], size=count - shown))
+    window = TreeWindow(skeleton, rows)
+    _fill_payloads(view, window, read.entries)
+    return window
+
+
+def _keyed_branch_window(view: Any, entry_id: str, level: int) -> TreeWindow:
+    """``branch_window`` of a large session: the branch read whole, by key
+    (``_NotByKey``: too large, or facts that cannot say)."""
+    read = _KeyedRead(view, [entry_id])
+    start = read.known(entry_id)
+    if start is None:
+        raise _NotByKey
+    below = keyed_reads.subtree_within(view, start, BRANCH_READ_LIMIT)
+    if below is None:
+        raise _NotByKey
+    shape, depth = read.shape, read.depth(start)
+    for child, parent in below.items():
+        shape.parent[child] = None if child == start else parent
+        shape.depth[child] = depth if child == start else shape.depth[parent] + 1  # type: ignore[index]
+        shape.children.setdefault(child, [])
+        if child != start and parent is not None:
+            shape.children[parent].append(child)
+    if depth:  # the branch's place among its parent's children (the alternatives pager)
+        parent_id = keyed_reads.path_ids(view, start, 1)[0]
+        shape.parent[start] = parent_id
+        shape.parent.setdefault(parent_id, None)
+        shape.depth[parent_id] = depth - 1
+        shape.children[parent_id] = keyed_reads.children_of(view, [parent_id])[parent_id]
+    leaf_depth = read.depth(read.leaf_id)
+    on_leaf_path = depth <= leaf_depth and keyed_reads.ancestor_at(view, read.leaf_id, depth) == start
+    if on_leaf_path and leaf_depth - depth > 3 * LINE_WINDOW:
+        raise _NotByKey
+    active = frozenset(read.path(read.leaf_id, depth, leaf_depth)) if on_leaf_path else frozenset()
+    read.finish(_line(shape, start, active))  # the payloads of the line the rows follow
+    skeleton = read.skeleton(active)
+    layout = _Layout(skeleton, None, None)
+    window = TreeWindow(skeleton, layout.line_rows(start, level, depth))
+    _fill_payloads(view, window, read.entries)
+    return window
 
 
 def tree_window(
@@ -512,6 +870,10 @@ def tree_window(
     not hold is ignored: ``TreeWindow.focus_entry_id``/``line_entry_id`` say
     which were used."""
     with provider.read(session_id) as view:
+        try:
+            return _keyed_tree_window(view, focus_entry_id, line_entry_id)
+        except _NotByKey:
+            pass
         skeleton = read_skeleton(view)
         layout = _Layout(skeleton, focus_entry_id, line_entry_id)
         rows = layout.top_rows()
@@ -529,6 +891,10 @@ def _known(skeleton: TreeSkeleton, session_id: str, entry_id: str) -> None:
 def branch_window(provider: SessionTreeProvider, session_id: str, entry_id: str, *, level: int = 1) -> TreeWindow:
     """The rows of the folded branch that starts at ``entry_id``."""
     with provider.read(session_id) as view:
+        try:
+            return _keyed_branch_window(view, entry_id, level)
+        except _NotByKey:
+            pass
         skeleton = read_skeleton(view)
         _known(skeleton, session_id, entry_id)
         layout = _Layout(skeleton, None)
@@ -550,6 +916,10 @@ def run_window(
     ``entry_id``, at most ``RUN_CHUNK`` of them shown, the rest a run again
     (down the path to ``line_entry_id`` when the page's main line goes there)."""
     with provider.read(session_id) as view:
+        try:
+            return _keyed_run_window(view, entry_id, count, level, line_entry_id)
+        except _NotByKey:
+            pass
         skeleton = read_skeleton(view)
         _known(skeleton, session_id, entry_id)
         layout = _Layout(skeleton, None, line_entry_id)
@@ -568,11 +938,15 @@ def run_window(
 
 
 __all__ = [
+    "BRANCH_READ_LIMIT",
     "EDGE",
+    "KEYED_FROM",
+    "LINE_WINDOW",
     "MAX_ROWS",
     "MIN_RUN",
     "RUN_CHUNK",
     "TAIL",
+    "LocalShape",
     "TreeRow",
     "TreeShape",
     "TreeSkeleton",

@@ -1,0 +1,123 @@
+"""Children, subtrees and the entries aimed at an entry, read by key
+(``keyed_reads.children_of``/``child_ids``/``subtree``/``entries_targeting``),
+equal what the whole session says, on every storage: random trees with
+branches, labels and context edits, read as stored, with an entry in flight
+and with entries written in the same unit (a file storage's pending lines)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from sessiontree.providers import keyed_reads
+
+pytestmark = pytest.mark.django_db
+
+TS = "2026-04-19T00:00:00.000Z"
+
+
+def random_tree(seed: int, count: int) -> list[dict]:
+    rng = random.Random(seed)
+    entries: list[dict] = []
+    for i in range(count):
+        entry_id = f"k{seed:02d}{i:05x}"
+        parent = None
+        if entries:
+            # Mostly the previous entry (a line), sometimes an earlier one (a branch).
+            parent = entries[-1]["id"] if rng.random() < 0.8 else rng.choice(entries)["id"]
+        roll = rng.random()
+        if entries and roll < 0.08:
+            entry = {"type": "label", "targetId": rng.choice(entries)["id"], "label": rng.choice(["a", "b", ""])}
+        elif entries and roll < 0.12:
+            entry = {"type": "context_edit", "targetId": rng.choice(entries)["id"], "replacement": None}
+        else:
+            entry = {"type": "message", "message": {"role": "user", "content": f"m{i}"}}
+        entries.append({"id": entry_id, "parentId": parent, "timestamp": TS, **entry})
+    return entries
+
+
+def expected(entries: list[dict]) -> tuple[dict[str, list[str]], dict[str, list[dict]]]:
+    children: dict[str, list[str]] = {e["id"]: [] for e in entries}
+    targeting: dict[str, list[dict]] = {}
+    for entry in entries:
+        if entry.get("parentId") is not None:
+            children[entry["parentId"]].append(entry["id"])
+        if entry["type"] in ("label", "context_edit"):
+            targeting.setdefault(entry["targetId"], []).append(entry)
+    return children, targeting
+
+
+def below(children: dict[str, list[str]], entry_id: str, order: list[str]) -> list[str]:
+    found = {entry_id}
+    stack = [entry_id]
+    while stack:
+        for kid in children[stack.pop()]:
+            found.add(kid)
+            stack.append(kid)
+    return [i for i in order if i in found]
+
+
+def check(view, entries: list[dict]) -> None:
+    children, targeting = expected(entries)
+    order = [e["id"] for e in entries]
+    parents = {e["id"]: e.get("parentId") for e in entries}
+    assert keyed_reads.children_of(view, order) == children
+    for entry_id in order:
+        assert keyed_reads.child_ids(view, entry_id) == children[entry_id]
+        under = keyed_reads.subtree(view, entry_id)
+        assert list(under) == below(children, entry_id, order)
+        assert under == {i: parents[i] for i in under}
+        for types in (("label",), ("context_edit",), ("label", "context_edit")):
+            want = [e["id"] for e in targeting.get(entry_id, []) if e["type"] in types]
+            assert [e["id"] for e in keyed_reads.entries_targeting(view, entry_id, types)] == want
+    for types in (("label",), ("label", "context_edit")):
+        some = order[::7]
+        want = [e["id"] for e in entries if e["type"] in types and e.get("targetId") in set(some)]
+        assert [e["id"] for e in keyed_reads.entries_targeting_any(view, some, types)] == want
+        assert keyed_reads.count_types(view, types) == sum(1 for e in entries if e["type"] in types)
+    root = order[0]
+    assert keyed_reads.root_ids(view, 5) == [root]
+    for entry_id in order[:: max(1, len(order) // 20)]:
+        size = len(below(children, entry_id, order))
+        assert keyed_reads.subtree_within(view, entry_id, size) == keyed_reads.subtree(view, entry_id)
+        if size > 1:
+            assert keyed_reads.subtree_within(view, entry_id, size - 1) is None
+    assert keyed_reads.children_of(view, ["nope"]) == {"nope": []}
+    assert keyed_reads.subtree(view, "nope") == {}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_keyed_children_and_targets_equal_the_whole_session(any_provider, seed):
+    entries = random_tree(seed, 240)
+    any_provider.create_session(session_id="s", entries=entries)
+    with any_provider.read("s") as view:
+        check(view, entries)
+
+
+def test_an_entry_in_flight_is_a_child_of_its_parent(any_provider):
+    entries = random_tree(7, 60)
+    any_provider.create_session(session_id="s", entries=entries)
+    leaf = any_provider.get_session("s")["leaf_entry_id"]
+    streaming = any_provider.begin_in_flight_entry(
+        "s", {"type": "message", "message": {"role": "assistant", "content": ""}}
+    )
+    entry = {**streaming, "parentId": leaf}
+    with any_provider.read("s") as view:
+        check(view, [*entries, entry])
+
+
+def test_entries_written_in_the_same_unit_are_seen(any_provider):
+    entries = random_tree(11, 60)
+    any_provider.create_session(session_id="s", entries=entries)
+    seen: list[dict] = []
+
+    def work(writer):
+        first = writer.append({"type": "message", "message": {"role": "user", "content": "one"}})
+        second = writer.append({"type": "label", "targetId": first["id"], "label": "x"})
+        seen.extend([first, second])
+        check(writer._txn, [*entries, first, second])
+
+    any_provider.transact("s", work)
+    with any_provider.read("s") as view:
+        check(view, [*entries, *seen])

@@ -1,0 +1,239 @@
+"""The tree window of a large session, read by key (issue 23): what the
+window shows is read around the end of its line (the path's last entries,
+the root's first ones, the focused entry's neighbours, the folded branches
+on the way, their labels), never the whole shape.
+
+The oracle is the layout from the whole shape (``read_skeleton``), which
+smaller sessions and other storages still use: with a window that holds the
+whole line, both give the same rows; with a small window, the same entries
+are reached by expanding the runs."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from sessiontree.selectors import tree_window as tw
+from tests.providers.test_history_reads import long_session
+
+pytestmark = pytest.mark.django_db
+
+TS = "2026-04-19T00:00:00.000Z"
+
+
+def bushy_session(seed: int, count: int) -> list[dict]:
+    """``long_session`` plus labels, a longer side branch with its own
+    branches, and side entries near the root."""
+    rng = random.Random(seed)
+    entries = long_session(count)
+    ids = [e["id"] for e in entries if not (e["type"] == "message" and "side" in str(e["message"]["content"]))]
+    extra: list[dict] = []
+    for n in range(6):
+        target = rng.choice(ids)
+        extra.append({"id": f"lab{n:04d}", "parentId": None, "type": "label", "targetId": target, "label": f"l{n}"})
+    # a branch of 12 entries off an early entry, with a branch of its own
+    parent = ids[5]
+    for n in range(12):
+        extra.append(
+            {"id": f"br{n:04d}", "parentId": parent, "type": "message", "message": {"role": "user", "content": f"b{n}"}}
+        )
+        parent = f"br{n:04d}"
+    extra.append({"id": "brx", "parentId": "br0003", "type": "message", "message": {"role": "user", "content": "x"}})
+    extra.append(
+        {"id": "root-side", "parentId": ids[0], "type": "message", "message": {"role": "user", "content": "r"}}
+    )
+    last = entries[-1]["id"]
+    out = list(entries)
+    extra.sort(key=lambda entry: entry["type"] == "label")  # the labels last: the leaf is the last one
+    for entry in extra:
+        if entry["type"] == "label":  # labels are appended at the leaf, as a client does
+            entry["parentId"] = last
+            last = entry["id"]
+        out.append({"timestamp": TS, **entry})
+    return out
+
+
+def shape_of(rows) -> list:
+    out = []
+    for row in rows:
+        out.append(
+            (
+                row.kind,
+                row.level,
+                row.entry_id,
+                row.depth if row.kind == "entry" else None,
+                row.on_active_path,
+                row.is_leaf,
+                row.is_branch_point,
+                row.label,
+                row.compacted_by,
+                row.size,
+                row.open,
+                row.sibling_index,
+                row.sibling_count,
+                row.prev_sibling,
+                row.next_sibling,
+                row.child_count,
+                row.entry["id"] if row.entry else None,
+                row.name_entry["id"] if row.name_entry else None,
+                shape_of(row.rows),
+            )
+        )
+    return out
+
+
+def whole(monkeypatch, read):
+    """``read`` laid out from the whole shape."""
+    with monkeypatch.context() as patch:
+        patch.setattr(tw, "KEYED_FROM", 10**9)
+        tw.clear_shape_cache()
+        return read()
+
+
+def keyed(monkeypatch, read, *, window: int):
+    with monkeypatch.context() as patch:
+        patch.setattr(tw, "KEYED_FROM", 0)
+        patch.setattr(tw, "LINE_WINDOW", window)
+        calls: list[str] = []
+        original = tw._KeyedRead.__init__
+
+        def spy(self, *args, **kwargs):
+            calls.append("keyed")
+            original(self, *args, **kwargs)
+
+        patch.setattr(tw._KeyedRead, "__init__", spy)
+        patch.setattr(tw, "read_skeleton", _refused)
+        result = read()
+        assert calls, "the window was not read by key"
+        return result
+
+
+def _refused(view):
+    raise AssertionError("the whole shape was read")
+
+
+@pytest.fixture
+def session(provider):
+    entries = bushy_session(3, 900)
+    provider.create_session(session_id="big", entries=entries)
+    return provider, entries
+
+
+def test_a_window_holding_the_whole_line_shows_what_the_whole_shape_shows(session, monkeypatch):
+    provider, entries = session
+    leaf = provider.get_session("big")["leaf_entry_id"]
+    path = [e["id"] for e in provider.get_active_path("big")]
+    cases = [
+        {},
+        {"focus_entry_id": "br0010"},  # in a folded branch: it opens
+        {"focus_entry_id": path[300]},
+        {"focus_entry_id": leaf},
+        {"line_entry_id": "root-side"},  # the main line through an alternative near the root
+    ]
+    for kwargs in cases:
+        want = whole(monkeypatch, lambda kwargs=kwargs: tw.tree_window(provider, "big", **kwargs))
+        got = keyed(monkeypatch, lambda kwargs=kwargs: tw.tree_window(provider, "big", **kwargs), window=10_000)
+        assert shape_of(got.rows) == shape_of(want.rows), kwargs
+        assert (got.focus_entry_id, got.line_entry_id) == (want.focus_entry_id, want.line_entry_id)
+        assert got.skeleton.entry_count == want.skeleton.entry_count == len(entries)
+        assert got.skeleton.active_length == want.skeleton.active_length == len(path)
+        assert got.skeleton.marker_count == want.skeleton.marker_count
+        assert got.skeleton.compacted_count == want.skeleton.compacted_count > 0
+
+
+def test_a_small_window_shows_the_root_the_runs_and_the_end_and_runs_expand_to_the_same_rows(session, monkeypatch):
+    provider, _ = session
+    path = [e["id"] for e in provider.get_active_path("big")]
+    window = 120
+    got = keyed(monkeypatch, lambda: tw.tree_window(provider, "big"), window=window)
+    top = len(path) - window
+    # the root's first entries (and the branches folded there), then one run down to the window
+    head = got.rows[: next(i for i, row in enumerate(got.rows) if row.kind == "run")]
+    assert [row.entry_id for row in head if row.kind == "entry"] == path[: tw.EDGE + 1]
+    assert {row.entry_id for row in head if row.kind == "branch"} == {"root-side"}
+    first_run = got.rows[len(head)]
+    assert first_run.entry_id == path[tw.EDGE + 1] and first_run.size == top - (tw.EDGE + 1)
+    shown = [row.entry_id for row in got.entry_rows]
+    assert shown[-1] == path[-1] and got.entry_rows[-1].is_leaf
+    assert path[-tw.TAIL :] == shown[-tw.TAIL :]
+    assert all(row.on_active_path for row in got.entry_rows)
+    # Expanding any run of the window, read by key, gives what the whole shape gives.
+    for row in [r for r in got.rows if r.kind == "run"]:
+        want = whole(monkeypatch, lambda row=row: tw.run_window(provider, "big", row.entry_id, row.size))
+        again = keyed(
+            monkeypatch, lambda row=row: tw.run_window(provider, "big", row.entry_id, row.size), window=window
+        )
+        assert shape_of(again.rows) == shape_of(want.rows)
+
+
+def test_a_folded_branch_opens_to_the_same_rows(session, monkeypatch):
+    provider, _ = session
+    for entry_id in ("br0000", "br0004", "root-side", "00000019", "00000320"):  # the last on the active path
+        want = whole(monkeypatch, lambda entry_id=entry_id: tw.branch_window(provider, "big", entry_id, level=2))
+        got = keyed(
+            monkeypatch, lambda entry_id=entry_id: tw.branch_window(provider, "big", entry_id, level=2), window=50
+        )
+        assert shape_of(got.rows) == shape_of(want.rows), entry_id
+    # A branch larger than the read limit is laid out from the whole shape.
+    monkeypatch.setattr(tw, "BRANCH_READ_LIMIT", 5)
+    monkeypatch.setattr(tw, "KEYED_FROM", 0)
+    got = tw.branch_window(provider, "big", "br0000", level=2)
+    want = whole(monkeypatch, lambda: tw.branch_window(provider, "big", "br0000", level=2))
+    assert shape_of(got.rows) == shape_of(want.rows)
+
+
+def test_a_focus_far_above_the_window_is_shown_with_its_neighbours(session, monkeypatch):
+    provider, _ = session
+    path = [e["id"] for e in provider.get_active_path("big")]
+    got = keyed(monkeypatch, lambda: tw.tree_window(provider, "big", focus_entry_id=path[200]), window=100)
+    shown = [row.entry_id for row in got.rows if row.kind == "entry"]
+    assert path[200 - tw.EDGE : 200 + tw.EDGE + 1] == [i for i in shown if i in path[190:211]]
+    runs = [row for row in got.rows if row.kind == "run"]
+    assert runs[0].entry_id == path[tw.EDGE + 1] and runs[0].size == 200 - tw.EDGE - (tw.EDGE + 1)
+    assert runs[1].entry_id == path[200 + tw.EDGE + 1]
+
+
+def test_what_the_facts_cannot_say_is_laid_out_from_the_whole_shape(session, monkeypatch):
+    """A focus in a branch that leaves the line above the window: the whole shape, same rows as before."""
+    provider, _ = session
+    with monkeypatch.context() as patch:
+        patch.setattr(tw, "KEYED_FROM", 0)
+        patch.setattr(tw, "LINE_WINDOW", 50)
+        got = tw.tree_window(provider, "big", focus_entry_id="br0010")
+    want = whole(monkeypatch, lambda: tw.tree_window(provider, "big", focus_entry_id="br0010"))
+    assert shape_of(got.rows) == shape_of(want.rows)
+
+
+@pytest.mark.parametrize("count", [3000, 12000])
+def test_the_window_reads_a_fixed_number_of_statements(provider, monkeypatch, count):
+    provider.create_session(session_id="s", entries=long_session(count))
+    monkeypatch.setattr(tw, "KEYED_FROM", 0)
+    with CaptureQueriesContext(connection) as captured:
+        window = tw.tree_window(provider, "s")
+    assert window.entry_rows[-1].is_leaf
+    STATEMENTS[(provider.kind, count)] = len(captured.captured_queries)
+    if (provider.kind, 3000) in STATEMENTS and (provider.kind, 12000) in STATEMENTS:
+        assert STATEMENTS[(provider.kind, 3000)] == STATEMENTS[(provider.kind, 12000)]
+
+
+STATEMENTS: dict = {}
+
+
+def test_a_line_through_a_recent_alternative_keeps_the_active_path_marked(session, monkeypatch):
+    provider, entries = session
+    path = [e["id"] for e in provider.get_active_path("big")]
+    on_path = set(path)
+    side = next(e for e in reversed(entries) if e["type"] == "message" and "side" in str(e["message"]["content"]))
+    line = [e["id"] for e in provider.get_active_path("big", side["id"])]
+    got = keyed(monkeypatch, lambda: tw.tree_window(provider, "big", line_entry_id=side["id"]), window=100)
+    assert got.line_entry_id == side["id"]
+    main = [row for row in got.rows if row.kind == "entry"]
+    assert [row.entry_id for row in main][-1] == side["id"]
+    assert all(row.entry_id in line for row in main)
+    assert all(row.on_active_path == (row.entry_id in on_path) for row in got.iter_rows() if row.kind == "entry")
+    fork = line[-2]
+    folded = [row for row in got.rows if row.kind == "branch" and row.entry_id in on_path]
+    assert len(folded) == 1 and folded[0].size == len(path) - path.index(fork) - 1
