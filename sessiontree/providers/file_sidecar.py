@@ -64,7 +64,7 @@ SUFFIX = ".idx"
 MAGIC = b"STIDX\x01\n"
 # Bump when what the index derives from a line changes meaning (the slots'
 # names and PathFacts' fields are part of the format key already).
-VERSION = 1
+VERSION = 2
 # Bytes of the file's beginning whose hash a sidecar keeps (the header line, mostly).
 HEAD_BYTES = 4096
 # Lines whose bytes a sidecar's sample hash covers (spread evenly, the last one always).
@@ -121,17 +121,29 @@ def _persisted(index: Any) -> list[str]:
 # --- encoding the index's slots --------------------------------------------------------
 
 
-def _encode(value: Any, ids: list[str]) -> tuple[Any, ...]:
-    """A slot as marshal can write it, fast to read back."""
+# Separates the ids in the sidecar's one string of them (used only when no id holds it).
+_SEP = "\x00"
+
+
+def _encode(name: str, value: Any, ids: list[str]) -> tuple[Any, ...]:
+    """A slot as marshal writes it fast and reads it back fast: arrays as
+    their bytes, the ids as one string, the path facts as columns (measured
+    at 100,000 entries: faster both ways than rows, and than positions in
+    place of ids); anything else as it is."""
     if isinstance(value, array):
         return ("A", value.typecode, value.tobytes())
     if isinstance(value, bytearray):
         return ("B", bytes(value))
+    if name == "ids":
+        joined = _SEP.join(value)
+        if joined.count(_SEP) == max(len(value) - 1, 0):
+            return ("S", joined.encode("utf-8", "surrogatepass"), len(value))
+        return ("V", value)
     if isinstance(value, dict) and value and type(next(iter(value.values()))) is PathFacts:
-        values = [tuple(facts) for facts in value.values()]
+        columns = list(zip(*value.values(), strict=True))
         if len(value) == len(ids) and list(value) == ids:  # keyed by the ids, in their order (the usual case)
-            return ("F", values)
-        return ("K", list(value), values)
+            return ("F", columns)
+        return ("K", list(value), columns)
     return ("V", value)
 
 
@@ -146,10 +158,13 @@ def _decode(encoded: tuple[Any, ...], ids: list[str]) -> Any:
         return out
     if kind == "B":
         return bytearray(encoded[1])
+    if kind == "S":
+        text = encoded[1].decode("utf-8", "surrogatepass")
+        return text.split(_SEP) if encoded[2] else []
     if kind == "F":
-        return dict(zip(ids, map(_new_facts, encoded[1]), strict=True))
+        return dict(zip(ids, map(_new_facts, zip(*encoded[1], strict=True)), strict=True))
     if kind == "K":
-        return dict(zip(encoded[1], map(_new_facts, encoded[2]), strict=True))
+        return dict(zip(encoded[1], map(_new_facts, zip(*encoded[2], strict=True)), strict=True))
     if kind == "V":
         return encoded[1]
     raise ValueError(f"unknown slot encoding {kind!r}")
@@ -197,7 +212,7 @@ def save(session_file: Path, fd: int, index: Any) -> bool:
             return False  # replaced meanwhile (an erase, a migration): this index is of the old file
         head, sample = _file_hashes(fd, index.offsets, index.lengths, count, index.offset)
         with gc_paused():
-            payload = marshal.dumps({name: _encode(getattr(index, name), ids) for name in slots})
+            payload = marshal.dumps({name: _encode(name, getattr(index, name), ids) for name in slots})
     except (ValueError, TypeError, OSError) as exc:  # a slot marshal cannot write: a bug, but never the read's
         logger.warning("Not writing the index of %s: %s", session_file.name, exc)
         return False
@@ -283,7 +298,7 @@ def _from_bytes(data: bytes, fd: int, st: os.stat_result, make: Callable[..., An
     if not isinstance(ids, list) or len(ids) != count:
         return None
     for name in _persisted(index):
-        setattr(index, name, _decode(columns[name], ids))
+        setattr(index, name, ids if name == "ids" else _decode(columns[name], ids))
     index.position = dict(zip(ids, range(count), strict=True))
     if not _whole(index, count):
         return None

@@ -381,3 +381,26 @@ def test_the_context_reads_its_path_s_lines_together(provider, monkeypatch, sett
     monkeypatch.setattr(FileIndex, "read", read)
     assert provider.build_context("s1") == expected
     assert len(calls) <= 3 and max(calls) == len(written)  # the whole path (no compaction here) at once
+
+
+@pytest.mark.parametrize("odd_id", ["a\x00b", "ü€😀", "x" * 300])
+def test_any_id_round_trips(tmp_path, monkeypatch, odd_id):
+    """Ids are written as one string with a separator unless one holds it."""
+    storage = FileStorage(tmp_path)
+    path = tmp_path / "s.jsonl"
+    entries = [
+        {"type": "message", "id": odd_id, "parentId": None, "message": {"role": "user", "content": "a"}},
+        {"type": "label", "id": "b", "parentId": odd_id, "targetId": odd_id, "label": "l"},
+    ]
+    path.write_bytes(serialize_file([new_session_header("s"), *entries]))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        clear_index_cache()
+        first = content(storage._refresh(path, fd))
+        clear_index_cache()
+        monkeypatch.setattr(FileStorage, "_load", None)  # from the sidecar or not at all
+        again = storage._refresh(path, fd)
+        assert content(again) == first and again.ids[0] == odd_id
+    finally:
+        os.close(fd)
+        clear_index_cache()
