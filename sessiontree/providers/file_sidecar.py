@@ -39,12 +39,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import hashlib
 import logging
 import marshal
 import os
 import struct
 import sys
+import threading
 import zlib
 from array import array
 from collections.abc import Callable
@@ -88,13 +90,18 @@ def path_of(session_file: Path) -> Path:
 
 
 def delete(session_file: Path) -> None:
-    """Drop the sidecar of ``session_file`` (its file rewritten, cut or gone)."""
+    """Drop the sidecar of ``session_file`` (its file rewritten, cut or
+    gone), and what writers that died left of theirs."""
+    target = path_of(session_file)
     try:
-        os.unlink(path_of(session_file))
+        os.unlink(target)
     except FileNotFoundError:
         pass
     except OSError as exc:  # pragma: no cover - a folder we cannot write to: nothing was written there either
         logger.warning("Could not delete the index of %s: %s", session_file.name, exc)
+    if target.parent.is_dir():
+        for stray in target.parent.glob(glob.escape(target.name) + ".*.tmp"):
+            _unlink_quietly(stray)
 
 
 @functools.cache
@@ -232,7 +239,7 @@ def save(session_file: Path, fd: int, index: Any) -> bool:
     }
     meta_bytes = orjson.dumps(meta)
     target = path_of(session_file)
-    temp = target.with_name(f"{target.name}.{os.getpid()}.{id(index):x}.tmp")
+    temp = target.with_name(f"{target.name}.{os.getpid()}-{threading.get_ident()}.tmp")
     try:
         target.parent.mkdir(mode=0o755, exist_ok=True)
         out = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
@@ -263,8 +270,12 @@ def load(session_file: Path, fd: int, st: os.stat_result, make: Callable[..., An
     ``make(inode=, size=, mtime_ns=, offset=, header=)`` builds an empty index;
     the sidecar's slots are set on it."""
     try:
-        with open(path_of(session_file), "rb") as source:
-            data = source.read()
+        source = os.open(path_of(session_file), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(source, "rb") as stream:
+            data = stream.read()
     except OSError:
         return None
     try:

@@ -267,10 +267,13 @@ def test_a_sidecar_that_does_not_describe_the_file_is_never_used(provider, setti
 def test_a_stray_temporary_file_of_a_crashed_writer_is_ignored(provider, decoded):
     conversation(provider, "s1", 5)
     path = saved(provider, "s1")
-    (path.parent / (path.name + ".123.abc.tmp")).write_bytes(b"half a sidecar")
+    stray = path.parent / (path.name + ".123-456.tmp")
+    stray.write_bytes(b"half a sidecar")
     decoded.update(loads=0)
     provider.build_context("s1")
     assert decoded["loads"] == 0
+    file_sidecar.delete(Path(provider.get_session("s1")["session_file"]))
+    assert not stray.exists() and not path.exists()
 
 
 def test_erase_drops_it_and_the_next_one_holds_no_erased_text(provider, decoded):
