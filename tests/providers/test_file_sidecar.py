@@ -407,3 +407,40 @@ def test_any_id_round_trips(tmp_path, monkeypatch, odd_id):
     finally:
         os.close(fd)
         clear_index_cache()
+
+
+def _race(path: str, rounds: int) -> int:
+    """A process opening the file from its sidecar and writing the sidecar
+    again, over and over: 0 when every index it got was the full pass's."""
+    session_file = Path(path)
+    storage = FileStorage(session_file.parent)
+    fd = os.open(session_file, os.O_RDONLY)
+    try:
+        with settings_override(False):
+            clear_index_cache()
+            expected = content(storage._refresh(session_file, fd))
+        for _ in range(rounds):
+            clear_index_cache()
+            index = storage._refresh(session_file, fd)
+            if content(index) != expected:
+                return 1
+            index.sidecar_entries = 0
+            file_sidecar.save(session_file, fd, index)
+    finally:
+        os.close(fd)
+    return 0
+
+
+def test_processes_reading_and_writing_it_at_once_always_get_the_right_index(tmp_path):
+    import multiprocessing
+
+    entries = [
+        {"type": "message", "id": f"e{i:07d}", "parentId": f"e{i - 1:07d}" if i else None, "message": {"role": "user"}}
+        for i in range(3000)
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(serialize_file([new_session_header("s"), *entries]))
+    with multiprocessing.get_context("fork").Pool(3) as pool:
+        assert pool.starmap(_race, [(str(path), 15)] * 3) == [0, 0, 0]
+    assert file_sidecar.path_of(path).is_file()
+    assert not list(file_sidecar.path_of(path).parent.glob("*.tmp"))
