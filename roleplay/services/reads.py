@@ -101,7 +101,8 @@ def _reduce_keyed(
     try:
         state, _ = reduce_branch_from_ids(path, path.load, character_id, cache=cache, chunk=_CHUNK)
     except _NoRoleplay:
-        return path, reduce_branch([], character_id)
+        state = reduce_branch([], character_id)
+    path.reducing = False  # later reads (a diff's common ancestor) read what they ask for
     return path, state
 
 
@@ -130,6 +131,7 @@ class _KeyedPath(Sequence[str]):
         self.loaded: dict[str, Entry] = {}
         self.reads = 0
         self.has_roleplay: bool | None = None
+        self.reducing = True  # while the reducer reads: stop at a session without roleplay entries
 
     def __len__(self) -> int:
         return self.depth + 1
@@ -157,7 +159,7 @@ class _KeyedPath(Sequence[str]):
         """Learn the ids (and entries) at depths ``low``..``bottom``; before a
         second slice, make sure the session has roleplay entries at all
         (``_NoRoleplay``): free when the first slice held one."""
-        if self.reads and self.has_roleplay is None:
+        if self.reducing and self.reads and self.has_roleplay is None:
             seen = any(schema.roleplay_entry_kind(entry) is not None for entry in self.loaded.values())
             self.has_roleplay = seen or _has_roleplay_entries(self.view)
             if not self.has_roleplay:
@@ -423,12 +425,19 @@ def inspect_state_detail(
 
 
 def _common_prefix_length(a: Sequence[str], b: Sequence[str]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+    """How many entries two root-first paths share: a binary search (a tree's
+    paths agree up to their common ancestor and differ below it), so two
+    keyed paths read O(log depth) of their ids, not the whole paths."""
+    low, high = 0, min(len(a), len(b))  # the first ``low`` agree; past ``high`` none does
+    if high and a[high - 1] == b[high - 1]:
+        return high  # one path holds the other (the same leaf, or a leaf and its ancestor)
+    while low < high:
+        middle = (low + high) // 2
+        if a[middle] == b[middle]:
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 def diff_states(
@@ -466,7 +475,7 @@ def diff_states(
         session_leaf = view.state.leaf_entry_id
         ends = [session_leaf if isinstance(e, Unset) else e for e in (from_entry_id, to_entry_id)]
         cache: dict[str, Entry] = {}
-        sides = [_reduce_in_view(view, session_id, end, character_id, cache) for end in ends]
+        sides = [_reduce_in_view(view, session_id, end, character_id, cache, keyed=True) for end in ends]
         shared = _common_prefix_length(sides[0]["ids"], sides[1]["ids"])
         states = [side["state"] for side in sides]
         characters = sorted({s["character_id"] for s in states if s["character_id"] is not None})

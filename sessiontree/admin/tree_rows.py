@@ -156,15 +156,16 @@ def _entry(row: TreeRow, urls: Mapping[str, str], flags: Mapping[str, int]) -> S
 
 def _branch(row: TreeRow, urls: Mapping[str, str], line: str | None, flags: Mapping[str, int]) -> SafeString:
     return html(
-        '<details class="branch"{} data-url="{}{}/?level={}" data-branch="{}"><summary>branch of {} entr{} from '
+        '<details class="branch"{} data-url="{}{}/?level={}" data-branch="{}"><summary>branch of {}{} entr{} from '
         '<code>{}</code> — <span class="branch-name">{}: {}</span></summary><div class="branch-body">{}</div></details>\n',
         mark_safe(' open data-loaded="1"') if row.open else EMPTY,
         urls["branch"],
         row.entry_id,
         row.level,
         row.entry_id,
+        "more than " if row.size_more else EMPTY,
         row.size,
-        "y" if row.size == 1 else "ies",
+        "y" if row.size == 1 and not row.size_more else "ies",
         row.entry_id,
         row.marker,
         row.preview,

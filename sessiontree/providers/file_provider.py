@@ -33,6 +33,7 @@ recent ones kept decoded within a byte budget (``_Payloads``).
 
 from __future__ import annotations
 
+import collections
 import errno
 import fcntl
 import functools
@@ -819,9 +820,9 @@ class FileView:
         names, position = index.ids, index.position
         top = self._top_children()
         found: set[str] = {entry_id}
-        stack = [entry_id]
+        stack = collections.deque([entry_id])  # level by level: a limited walk keeps the nearest levels
         while stack:
-            current = stack.pop()
+            current = stack.popleft()
             at = position.get(current)
             kids = [names[child] for child in index.children_at(at)] if at is not None else []
             for kid in (*kids, *top.get(current, ())):
@@ -833,6 +834,17 @@ class FileView:
         in_index = sorted(position[i] for i in found if i in position)
         ordered = [names[at] for at in in_index] + [i for i in self._top() if i in found and i not in position]
         return {i: parents[i] for i in ordered}
+
+    def entry_types(self, ids: Collection[str]) -> dict[str, Any]:
+        """Each known id's ``type``, from the index (``keyed_reads``)."""
+        index, top = self.index, self._top()
+        out: dict[str, Any] = {}
+        for entry_id in ids:
+            if entry_id in top:
+                out[entry_id] = top[entry_id].get("type")
+            elif (at := index.position.get(entry_id)) is not None:
+                out[entry_id] = index.types[at]
+        return out
 
     def root_ids(self, limit: int) -> list[str]:
         """The index's roots (``keyed_reads``), then one in flight without a parent."""

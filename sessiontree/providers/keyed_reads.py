@@ -19,6 +19,7 @@ may answer ``None`` for "ask the generic way":
   stop after more than ``limit`` entries; the caller then asks no more)
 - ``root_ids(limit) -> list[str]``
 - ``count_types(types) -> int``
+- ``entry_types(ids) -> dict[str, str]``
 - ``ancestor_at(entry_id, depth) -> str | None``
 - ``path_entries(entry_id, top, bottom) -> list[Entry] | None``
 - ``custom_entries(custom_types, limit=None) -> list[Entry]``
@@ -27,6 +28,7 @@ may answer ``None`` for "ask the generic way":
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -161,15 +163,7 @@ def entries_targeting_any(view: StoredView, target_ids: Collection[str], types: 
 def subtree_within(view: StoredView, entry_id: str, limit: int) -> dict[str, str | None] | None:
     """``subtree`` when it holds at most ``limit`` entries, else ``None``
     (without reading much more than ``limit`` where the storage can stop)."""
-    own = getattr(view, "subtree", None)
-    found: dict[str, str | None] | None = None
-    if own is not None:
-        try:
-            found = own(entry_id, limit=limit)
-        except TypeError:  # a storage's subtree without a limit
-            found = own(entry_id)
-    if found is None:
-        found = subtree(view, entry_id)
+    found = subtree(view, entry_id, limit=limit)
     return found if len(found) <= limit else None
 
 
@@ -199,15 +193,37 @@ def count_types(view: StoredView, types: Collection[str]) -> int:
     return len(view.all_entries(types=types))
 
 
+def entry_types(view: StoredView, ids: Collection[str]) -> dict[str, Any]:
+    """The ``type`` of each of ``ids`` the session holds (no payload decoded where the storage can say)."""
+    own = getattr(view, "entry_types", None)
+    found: dict[str, Any] | None = own(ids) if own is not None else None
+    if found is not None:
+        return found
+    known = view.known_ids(ids)
+    wanted = [entry_id for entry_id in dict.fromkeys(ids) if entry_id in known]
+    return {entry["id"]: entry.get("type") for entry in view.entries(wanted)}
+
+
 def label_of(view: StoredView, target_id: str) -> LabelInfo | None:
     """``target_id``'s current label (the latest label entry aimed at it; an empty one clears)."""
     return resolve_latest_labels(entries_targeting(view, target_id, ("label",))).get(target_id)
 
 
-def subtree(view: StoredView, entry_id: str) -> dict[str, str | None]:
-    """``entry_id`` and every entry below it → its parent id, in append order."""
+def _takes_limit(method: Any) -> bool:
+    try:
+        return "limit" in inspect.signature(method).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature
+        return False
+
+
+def subtree(view: StoredView, entry_id: str, *, limit: int | None = None) -> dict[str, str | None]:
+    """``entry_id`` and every entry below it → its parent id, in append order;
+    with ``limit``, possibly only part of them once there are more than
+    ``limit`` (the levels nearest ``entry_id`` first)."""
     own = getattr(view, "subtree", None)
-    found: dict[str, str | None] | None = own(entry_id) if own is not None else None
+    found: dict[str, str | None] | None = None
+    if own is not None:
+        found = own(entry_id, limit=limit) if limit is not None and _takes_limit(own) else own(entry_id)
     if found is not None:
         return found
     parents = view.parents()

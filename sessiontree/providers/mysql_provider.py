@@ -291,8 +291,14 @@ def _append(session_key: str, entry: Entry, *, entry_seq: int, depth: int, statu
         cursor.execute(rows.APPEND_SQL, params)
 
 
-def _select_entries(session_key: str, where: str = "", params: Iterable[Any] = ()) -> list[Entry]:
-    sql = f"{rows.SELECT_PAYLOAD} WHERE {rows.SESSION_COLUMN} = %s{where} ORDER BY entry_seq"
+def _select_entries(
+    session_key: str, where: str = "", params: Iterable[Any] = (), *, ordered: bool = True
+) -> list[Entry]:
+    # Unordered, a read by id goes by the (session, entry_id) key: with ORDER BY
+    # entry_seq, SQLite (and at times MariaDB) walks the session's rows in seq
+    # order instead, filtering each: the whole session for a few ids.
+    order = " ORDER BY entry_seq" if ordered else ""
+    sql = f"{rows.SELECT_PAYLOAD} WHERE {rows.SESSION_COLUMN} = %s{where}{order}"
     with connection.cursor() as cursor, gc_paused():
         cursor.execute(sql, [session_key, *params])
         return rows.decode_rows(cursor.fetchall())
@@ -656,7 +662,10 @@ class MySQLView:
             found: dict[str, Entry] = {}
             for chunk in rows.chunks(wanted, BY_ID_LIMIT):
                 where = f" AND entry_id IN ({rows.in_list(len(chunk))})"
-                found.update((entry["id"], entry) for entry in _select_entries(self.state.session_id, where, chunk))
+                found.update(
+                    (entry["id"], entry)
+                    for entry in _select_entries(self.state.session_id, where, chunk, ordered=False)
+                )
             return [found[entry_id] for entry_id in ids]
         seqs = self._loaded_skeleton()[1]
         path_seqs = [seqs[entry_id] for entry_id in ids]
@@ -762,6 +771,20 @@ class MySQLView:
                 for child, parent in cursor.fetchall():
                     if child != parent:
                         out[parent].append(child)
+        return out
+
+    def entry_types(self, ids: Collection[str]) -> dict[str, Any]:
+        """Each id's ``type``, by key (one statement per ``BY_ID_LIMIT`` ids, no payload)."""
+        wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+        out: dict[str, Any] = {}
+        with connection.cursor() as cursor:
+            for chunk in rows.chunks(wanted, BY_ID_LIMIT):
+                cursor.execute(
+                    f"SELECT {_S('entry_id')}, type FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
+                    f"AND {_S('entry_id')} IN ({rows.in_list(len(chunk))})",
+                    [self.state.session_id, *chunk],
+                )
+                out.update(cursor.fetchall())
         return out
 
     def root_ids(self, limit: int) -> list[str]:

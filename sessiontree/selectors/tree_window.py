@@ -63,6 +63,9 @@ LINE_WINDOW = 600
 # Entries read below folded branches (to size and name them) at most; past
 # it the window is laid out from the whole shape instead.
 BRANCH_READ_LIMIT = 20_000
+# Entries read below a folded branch that stays folded: past it, the branch
+# shows as "more than BRANCH_PEEK entries" (its size is read when it opens).
+BRANCH_PEEK = 200
 
 MARKER_TYPES = ("compaction", "branch_summary")
 
@@ -293,6 +296,7 @@ class TreeRow:
     unreachable: bool = False
     entry: Entry | None = None  # filled once payloads are loaded
     size: int = 0  # branch: entries in it; run: entries hidden
+    size_more: bool = False  # branch: ``size`` is a lower bound (a large branch, read in part)
     name_entry: Entry | None = None  # branch: the entry it is named by (its first message)
     open: bool = False  # branch: shown unfolded (it leads to the focused entry)
     rows: list[TreeRow] = field(default_factory=list)  # branch: its rows when open
@@ -406,6 +410,7 @@ class _Layout:
 
     def branch_row(self, entry_id: str, level: int, depth: int) -> TreeRow:
         row = TreeRow(kind="branch", level=level, entry_id=entry_id, size=self.shape.subtree_size(entry_id))
+        row.size_more = entry_id in getattr(self.shape, "partial", ())
         if entry_id in self.focus_path and self.open_depth < MAX_OPEN_DEPTH:
             row.open = True
             self.open_depth += 1
@@ -549,6 +554,7 @@ class LocalShape(TreeShape):
         self.markers = {}
         self._sizes = {}
         self.depth: dict[str, int] = {}
+        self.partial: set[str] = set()  # folded branches read in part (their size is a lower bound)
 
     def depth_of(self, entry_id: str) -> int:
         return self.depth[entry_id]
@@ -632,18 +638,42 @@ class _KeyedRead:
             shape.children[entry_id] = list(children)
             for kid in children:
                 if kid != on_line.get(entry_id) and kid not in shape.parent:
-                    self.read_branch(kid, entry_id)
+                    self.read_branch(kid, entry_id, whole=self.leads_to_focus(kid))
 
-    def read_branch(self, root_id: str, parent_id: str) -> None:
-        below = keyed_reads.subtree_within(self.view, root_id, self.branch_budget)
-        if below is None:
-            raise _NotByKey
+    focus_id: str | None = None
+
+    def leads_to_focus(self, root_id: str) -> bool:
+        """Whether the focused entry lies in the branch from ``root_id`` (it opens: read it whole)."""
+        if self.focus_id is None:
+            return False
+        depth, focus = self.facts.get(root_id), self.facts[self.focus_id]
+        if depth is None:
+            depth = keyed_reads.entry_facts(self.view, [root_id]).get(root_id)
+            if depth is None:
+                return False
+            self.facts[root_id] = depth
+        if depth.depth > focus.depth:
+            return False
+        return keyed_reads.ancestor_at(self.view, self.focus_id, depth.depth) == root_id
+
+    def read_branch(self, root_id: str, parent_id: str, *, whole: bool = True) -> None:
+        if whole:
+            below = keyed_reads.subtree_within(self.view, root_id, self.branch_budget)
+            if below is None:
+                raise _NotByKey
+        else:
+            below = keyed_reads.subtree(self.view, root_id, limit=BRANCH_PEEK)
+            if len(below) > BRANCH_PEEK:
+                self.shape.partial.add(root_id)
+                self.shape._sizes[root_id] = BRANCH_PEEK
         self.branch_budget -= len(below)
         shape = self.shape
         base = shape.depth[parent_id] + 1
         for entry_id, parent in below.items():
             if entry_id in shape.parent:
                 continue
+            if entry_id != root_id and parent not in shape.depth:
+                continue  # below what a partial read reached
             shape.parent[entry_id] = parent_id if entry_id == root_id else parent
             shape.depth[entry_id] = base if entry_id == root_id else shape.depth[parent] + 1  # type: ignore[index]
             if entry_id != root_id and parent is not None:
@@ -651,7 +681,7 @@ class _KeyedRead:
             shape.children.setdefault(entry_id, [])
 
     def finish(self, line_ids: Sequence[str]) -> None:
-        """Branch points, labels and markers of what was read; the payloads of ``line_ids``."""
+        """Branch points and labels of what was read, the markers among ``line_ids``."""
         shape = self.shape
         shape.branch_points = frozenset(key for key, kids in shape.children.items() if key and len(kids) > 1)
         local = [entry_id for entry_id in shape.parent]
@@ -662,7 +692,9 @@ class _KeyedRead:
             ).items()
             if target in shape.parent
         }
-        wanted = [entry_id for entry_id in dict.fromkeys(line_ids) if entry_id not in self.entries]
+        # The markers among them (their payloads: a compaction names its first kept entry).
+        types = keyed_reads.entry_types(self.view, [i for i in dict.fromkeys(line_ids) if i not in self.entries])
+        wanted = [entry_id for entry_id, kind in types.items() if kind in MARKER_TYPES]
         if wanted:
             self.entries.update(zip(wanted, self.view.entries(wanted), strict=True))
         shape.markers = {
@@ -729,6 +761,7 @@ def _keyed_tree_window(view: Any, focus_entry_id: str | None, line_entry_id: str
     read = _KeyedRead(view, [focus_entry_id, line_entry_id])
     line_id = read.known(line_entry_id)
     focus_id = read.known(focus_entry_id)
+    read.focus_id = focus_id
     end = line_id or read.leaf_id
     bottom = read.depth(end)
     top = max(0, bottom - LINE_WINDOW + 1)

@@ -189,9 +189,38 @@ def test_the_state_at_any_entry_is_the_whole_paths_reduction(provider, plan, rol
         assert provider.append_entry(session_id, dict(entry)) == entry
     leaf = entries[at % len(entries)]["id"]
     walked = walked_detail(provider, session_id, leaf, character)
+    other = entries[(at // 7) % len(entries)]["id"]
+    walked_diff = walked_diffs(provider, session_id, [(leaf, other), (other, leaf)], character)
     with patched(reads, "_CHUNK", chunk), patched(reads, "_path_ids", no_walk):
         check_states(provider, session_id, entries, leaf, character)
         assert inspect_state_detail(provider, session_id, leaf_entry_id=leaf, character_id=character) == walked
+        assert keyed_diffs(provider, session_id, [(leaf, other), (other, leaf)], character) == walked_diff
+
+
+def keyed_diffs(provider, session_id: str, pairs: list[tuple[str, str]], character: str | None) -> list[Any]:
+    """``diff_states`` of each pair, or the error it raised."""
+    out: list[Any] = []
+    for a, b in pairs:
+        try:
+            out.append(reads.diff_states(provider, session_id, a, b, character_id=character))
+        except Exception as exc:  # compared with the walked reads' error
+            out.append((type(exc).__name__, str(exc)))
+    return out
+
+
+def walked_diffs(provider, session_id: str, pairs: list[tuple[str, str]], character: str | None) -> list[Any]:
+    """``keyed_diffs`` as read before issue 23: both whole paths walked and compared from the root."""
+
+    def linear(a, b):
+        n = 0
+        for x, y in zip(a, b, strict=False):
+            if x != y:
+                break
+            n += 1
+        return n
+
+    with patched(reads, "_reduce_keyed", lambda *args: None), patched(reads, "_common_prefix_length", linear):
+        return keyed_diffs(provider, session_id, pairs, character)
 
 
 def walked_detail(provider, session_id: str, leaf: str, character: str | None) -> dict[str, Any]:
@@ -308,6 +337,19 @@ def test_a_long_roleplay_path_is_read_by_key_and_reduces_as_whole(provider):
                 assert inspect_state(provider, "long-rp", leaf_entry_id=leaf, character_id=character) == expected
                 detail = inspect_state_detail(provider, "long-rp", leaf_entry_id=leaf, character_id=character)
             assert detail == walked
+    # Diffs between branches far apart and close together: read by key, as walked.
+    pairs = [(leaves[0], leaves[1]), (leaves[2], leaves[0]), (leaves[3], leaves[4]), (leaves[0], leaves[0])]
+    side = next(
+        e["id"]
+        for e in entries
+        if e.get("customType") == schema.CHECKPOINT_TYPE
+        and e["id"] not in {p["id"] for p in get_path_to_leaf(entries, entries[-1]["id"])}
+    )
+    pairs.append((side, leaves[2]))
+    for character in (None, CHARACTER, "bob"):
+        walked = walked_diffs(provider, "long-rp", pairs, character)
+        with patched(reads, "_path_ids", no_walk):
+            assert keyed_diffs(provider, "long-rp", pairs, character) == walked
     # Far from the leaf by small slices: the jumps find each one's bottom.
     with patched(reads, "_path_ids", no_walk), patched(reads, "_CHUNK", 3):
         for leaf in leaves:

@@ -93,10 +93,11 @@ def whole(monkeypatch, read):
         return read()
 
 
-def keyed(monkeypatch, read, *, window: int):
+def keyed(monkeypatch, read, *, window: int, peek: int = 10**6):
     with monkeypatch.context() as patch:
         patch.setattr(tw, "KEYED_FROM", 0)
         patch.setattr(tw, "LINE_WINDOW", window)
+        patch.setattr(tw, "BRANCH_PEEK", peek)
         calls: list[str] = []
         original = tw._KeyedRead.__init__
 
@@ -237,3 +238,20 @@ def test_a_line_through_a_recent_alternative_keeps_the_active_path_marked(sessio
     fork = line[-2]
     folded = [row for row in got.rows if row.kind == "branch" and row.entry_id in on_path]
     assert len(folded) == 1 and folded[0].size == len(path) - path.index(fork) - 1
+
+
+def test_a_large_folded_branch_is_read_in_part_and_says_so(session, monkeypatch):
+    provider, _ = session
+    path = [e["id"] for e in provider.get_active_path("big")]
+    got = keyed(monkeypatch, lambda: tw.tree_window(provider, "big", line_entry_id="root-side"), window=1000, peek=50)
+    folded = next(row for row in got.rows if row.kind == "branch" and row.entry_id == path[1])
+    assert folded.size_more and folded.size == 50
+    assert folded.name_entry is not None and folded.name_entry["id"] in path
+    from sessiontree.admin.tree_rows import rows_html
+
+    urls = {"branch": "/b/", "run": "/r/", "entry": "/e/"}
+    assert "branch of more than 50 entries" in rows_html([folded], urls)
+    # Opened, the branch is read whole: its size is exact.
+    opened = keyed(monkeypatch, lambda: tw.branch_window(provider, "big", path[1], level=1), window=1000, peek=50)
+    want = whole(monkeypatch, lambda: tw.branch_window(provider, "big", path[1], level=1))
+    assert shape_of(opened.rows) == shape_of(want.rows)
