@@ -444,3 +444,18 @@ def test_processes_reading_and_writing_it_at_once_always_get_the_right_index(tmp
         assert pool.starmap(_race, [(str(path), 15)] * 3) == [0, 0, 0]
     assert file_sidecar.path_of(path).is_file()
     assert not list(file_sidecar.path_of(path).parent.glob("*.tmp"))
+
+
+def test_failing_to_write_it_never_fails_a_read(provider, monkeypatch):
+    written = conversation(provider, "s1", 3)
+    session_file = Path(provider.get_session("s1")["session_file"])
+    file_sidecar.delete(session_file)
+    clear_index_cache()
+
+    def refuse(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(file_sidecar.os, "replace", refuse)
+    assert provider.list_entries("s1") == written
+    assert not file_sidecar.path_of(session_file).exists()
+    assert not list(file_sidecar.path_of(session_file).parent.glob("*.tmp"))
