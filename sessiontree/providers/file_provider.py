@@ -28,7 +28,10 @@ Each process caches the index of the files it has read, keyed by (inode,
 size, mtime); when the file grew, only the appended tail is read. The index
 is the file's skeleton (ids, parents, types, each line's offset and length),
 not its payloads: those are read again with ``pread`` on demand, the most
-recent ones kept decoded within a byte budget (``_Payloads``).
+recent ones kept decoded within a byte budget (``_Payloads``). A process
+that has no index of a file yet loads it from the file's persisted index
+(``file_sidecar``: beside the file, validated against it) when there is one
+that still describes the file, instead of decoding every line.
 """
 
 from __future__ import annotations
