@@ -5,12 +5,17 @@ Each measurement is a fresh process that loads its code, then times only
 "open + context" in-process and reports its own peak RSS: node running
 ``interop/pi_open_context.mjs`` (Pi's ``SessionManager.open`` +
 ``buildSessionContext``) and Python running this script's ``--worker`` mode:
-Django set up (not timed, as Pi's module loading is not), then the ``file``
-provider's ``build_context`` of the session registered on that file, what
-the API's context endpoint runs (the session's meta row read from SQLite,
-the file indexed by the storage's one pass, the path walked, its payloads
-read back from the file, the context built). The two take turns, the order
-flipping every round, so machine noise hits both alike. Prints the medians
+Django set up and its database connection opened (not timed, as Pi's
+module loading is not), then the ``file`` provider's ``build_context`` of
+the session registered on that file, what the API's context endpoint runs
+(the session's meta row read from SQLite, the file's index built, the path
+walked, its payloads read back from the file, the context built). Ours runs
+in two legs: **cold**, the file's persisted index (its sidecar,
+``sessiontree/providers/file_sidecar.py``) deleted first, so the storage
+makes its one pass over the file and writes the sidecar, as the first open
+of a file does; **warm**, a new process with the sidecar there, as every
+later process opens the file. They take turns with Pi, the order flipping
+every round, so machine noise hits all alike. Prints the medians
 (and the spread) and the ratios ours/Pi of median time and of median peak
 RSS (whole process, interpreter and Django included), and of median CPU
 time (every thread of the process; on a busy machine it moves less than
@@ -19,9 +24,10 @@ the wall-clock time the targets are about).
 Also, per size: the worker's resident memory (``VmRSS`` of
 /proc/self/status) after the context was served and dropped (what a
 gunicorn worker keeps afterwards: the file's skeleton and the bounded
-payload cache), and the cold open's speed (the storage's index load alone,
-``provider.read``) in MB/s against plain orjson decoding of every line of
-the same file (read in the same 8 MiB chunks, each line decoded and dropped).
+payload cache), and the cold open's speed (the storage's one pass alone,
+``provider.read`` with the sidecar off) in MB/s against plain orjson
+decoding of every line of the same file (read in the same 8 MiB chunks,
+each line decoded and dropped).
 
 Files: sessions that look like a long agent conversation
 (``bench/history_sessions.py``: ~1 KiB an entry, a compaction every ~400
@@ -78,16 +84,24 @@ def resident_kib() -> int:
     return 0  # pragma: no cover - not Linux
 
 
-def worker(session_id: str, what: str = "context") -> None:
+def worker(session_id: str, what: str = "context", session_file: str = "") -> None:
+    """``what``: ``context`` (build_context, the sidecar as the environment
+    says), ``cold`` (build_context after deleting the file's sidecar: the
+    full pass, and the sidecar written, as the first open of a file does),
+    ``open`` (the index load alone)."""
     setup_django()
+    from sessiontree.providers import file_sidecar
     from sessiontree.providers.factory import get_provider
     from sessiontree.providers.file_provider import cache_usage
 
     provider = get_provider("file")
-    if what == "open":  # the index load alone: the database connection made first
-        from django.db import connection
+    if what == "cold":
+        file_sidecar.delete(Path(session_file))
+    # The database connection made first, as a worker holds one: opening it
+    # is the process's setup (as Pi's module loading), not the session's open.
+    from django.db import connection
 
-        connection.ensure_connection()
+    connection.ensure_connection()
     cpu_started = time.process_time()
     started = time.perf_counter()
     if what == "open":
@@ -108,6 +122,9 @@ def worker(session_id: str, what: str = "context") -> None:
         "rss_after_kib": resident_kib(),
         "messages": messages,
         "cache": cache_usage(),
+        "sidecar_bytes": file_sidecar.path_of(Path(session_file)).stat().st_size
+        if session_file and file_sidecar.path_of(Path(session_file)).exists()
+        else 0,
     }
     sys.stdout.write(orjson.dumps(result).decode() + "\n")
 
@@ -216,20 +233,23 @@ def convert_to_v3(source: Path, target: Path) -> None:
 # --- measuring -----------------------------------------------------------------------
 
 
-def run(command: list[str]) -> Any:
-    done = subprocess.run(command, check=True, capture_output=True, cwd=REPO)
+def run(command: list[str], env: dict[str, str] | None = None) -> Any:
+    done = subprocess.run(command, check=True, capture_output=True, cwd=REPO, env={**os.environ, **(env or {})})
     return orjson.loads(done.stdout.splitlines()[-1])
 
 
 def measure(path: Path, session_id: str, rounds: int) -> dict[str, list[dict[str, Any]]]:
     pi = [str(NODE), str(PI_WORKER), str(path)]
     script = str(Path(__file__).resolve())
-    ours = [sys.executable, script, "--worker", session_id]
-    commands = {
-        "pi": pi,
-        "ours": ours,
-        "open": [sys.executable, script, "--worker", session_id, "open"],
-        "decode": [sys.executable, script, "--decode", str(path)],
+    worker = [sys.executable, script, "--worker", session_id]
+    off = {"SESSIONTREE_FILE_INDEX_SIDECAR": "0"}
+    # name: (command, environment on top of ours)
+    commands: dict[str, tuple[list[str], dict[str, str]]] = {
+        "pi": (pi, {}),
+        "ours": ([*worker, "cold", str(path)], {}),  # no sidecar yet: the full pass, then the sidecar written
+        "warm": ([*worker, "context", str(path)], {}),  # a new process, the sidecar there
+        "open": ([*worker, "open", str(path)], off),  # the full pass alone
+        "decode": ([sys.executable, script, "--decode", str(path)], {}),
     }
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
     for round_index in range(rounds):
@@ -237,7 +257,8 @@ def measure(path: Path, session_id: str, rounds: int) -> dict[str, list[dict[str
         if round_index % 2:
             names.reverse()
         for name in names:
-            results[name].append(run(commands[name]))
+            command, env = commands[name]
+            results[name].append(run(command, env))
     return results
 
 
@@ -247,46 +268,66 @@ def spread(values: list[float]) -> str:
 
 def report(title: str, path: Path, results: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
     pi_ms = [r["ms"] for r in results["pi"]]
-    our_ms = [r["ms"] for r in results["ours"]]
     pi_cpu = [r["cpu_ms"] for r in results["pi"]]
-    our_cpu = [r["cpu_ms"] for r in results["ours"]]
     pi_rss = statistics.median(r["maxrss_kib"] for r in results["pi"]) / MIB
-    our_rss = statistics.median(r["maxrss_kib"] for r in results["ours"]) / MIB
-    after = statistics.median(r["rss_after_kib"] for r in results["ours"]) / MIB
-    time_ratio = statistics.median(our_ms) / statistics.median(pi_ms)
-    cpu_ratio = statistics.median(our_cpu) / statistics.median(pi_cpu)
     size_mb = path.stat().st_size / 1e6
     open_ms = statistics.median(r["ms"] for r in results["open"])
     open_peak = statistics.median(r["maxrss_kib"] for r in results["open"]) / MIB
     open_after = statistics.median(r["rss_after_kib"] for r in results["open"]) / MIB
     decode_ms = statistics.median(r["ms"] for r in results["decode"])
     messages = {r["messages"] for r in results["pi"]} | {r["messages"] for r in results["ours"]}
-    cache = results["ours"][-1]["cache"]
+    messages |= {r["messages"] for r in results["warm"]}
     print(f"{title}: {path.stat().st_size / 1024 / 1024:.1f} MiB, context messages {sorted(messages)}")
-    print(f"  time  median [min-max]: Pi {spread(pi_ms)}   ours {spread(our_ms)}   ratio ours/Pi {time_ratio:.2f}")
-    print(f"  CPU   median [min-max]: Pi {spread(pi_cpu)}   ours {spread(our_cpu)}   ratio ours/Pi {cpu_ratio:.2f}")
+    ratios: dict[str, float] = {}
+    for name, label in (("ours", "cold"), ("warm", "warm")):
+        our_ms = [r["ms"] for r in results[name]]
+        our_cpu = [r["cpu_ms"] for r in results[name]]
+        our_rss = statistics.median(r["maxrss_kib"] for r in results[name]) / MIB
+        after = statistics.median(r["rss_after_kib"] for r in results[name]) / MIB
+        time_ratio = statistics.median(our_ms) / statistics.median(pi_ms)
+        cpu_ratio = statistics.median(our_cpu) / statistics.median(pi_cpu)
+        cache = results[name][-1]["cache"]
+        print(
+            f"  {label}: "
+            + (
+                "no sidecar yet (the full pass, the sidecar written)"
+                if name == "ours"
+                else f"a new process, the sidecar there ({results[name][-1]['sidecar_bytes'] / 1024 / 1024:.1f} MiB)"
+            )
+        )
+        print(
+            f"    time  median [min-max]: Pi {spread(pi_ms)}   ours {spread(our_ms)}   ratio ours/Pi {time_ratio:.2f}"
+        )
+        print(
+            f"    CPU   median [min-max]: Pi {spread(pi_cpu)}   ours {spread(our_cpu)}   ratio ours/Pi {cpu_ratio:.2f}"
+        )
+        print(
+            f"    peak RSS median:        Pi {pi_rss:8.1f} MiB   ours {our_rss:8.1f} MiB   "
+            f"ratio ours/Pi {our_rss / pi_rss:.2f}"
+        )
+        print(
+            f"    ours after serving it: resident {after:.1f} MiB (VmRSS), keeping {cache['entries']:,} entries' "
+            f"skeleton and {cache['payloads']:,} payloads ({cache['payload_bytes'] / 1024 / 1024:.1f} MiB of lines)"
+        )
+        ratios[f"{label}_time"] = time_ratio
+        ratios[f"{label}_rss"] = our_rss / pi_rss
+        ratios[f"{label}_after"] = after
     print(
-        f"  peak RSS median:        Pi {pi_rss:8.1f} MiB   ours {our_rss:8.1f} MiB   ratio ours/Pi {our_rss / pi_rss:.2f}"
-    )
-    print(
-        f"  ours after serving it: resident {after:.1f} MiB (VmRSS), keeping {cache['entries']:,} entries' skeleton "
-        f"and {cache['payloads']:,} payloads ({cache['payload_bytes'] / 1024 / 1024:.1f} MiB of lines)"
-    )
-    print(
-        f"  ours after an open alone (the index built, no payload read back): peak {open_peak:.1f} MiB, "
+        f"  ours after an open alone (the full pass, no sidecar; no payload read back): peak {open_peak:.1f} MiB, "
         f"resident {open_after:.1f} MiB"
     )
     print(
-        f"  cold open: {open_ms:.1f} ms = {size_mb / open_ms * 1000:.0f} MB/s; plain orjson per line "
+        f"  cold open (the full pass): {open_ms:.1f} ms = {size_mb / open_ms * 1000:.0f} MB/s; plain orjson per line "
         f"{decode_ms:.1f} ms = {size_mb / decode_ms * 1000:.0f} MB/s; open/decode {open_ms / decode_ms:.2f}"
     )
     if len(messages) != 1:
-        print("  WARNING: the two contexts differ in length")
-    return {"time": time_ratio, "rss": our_rss / pi_rss, "after": after, "open_vs_decode": open_ms / decode_ms}
+        print("  WARNING: the contexts differ in length")
+    ratios["open_vs_decode"] = open_ms / decode_ms
+    return ratios
 
 
 def main() -> int:
-    if len(sys.argv) in (3, 4) and sys.argv[1] == "--worker":
+    if len(sys.argv) in (3, 4, 5) and sys.argv[1] == "--worker":
         worker(sys.argv[2], *sys.argv[3:])
         return 0
     if len(sys.argv) == 3 and sys.argv[1] == "--decode":
@@ -325,8 +366,9 @@ def main() -> int:
             path = Path(item["path"])
             ratios = report(item["title"], path, measure(path, item["session_id"], args.rounds))
             summary.append(
-                f"{item['name']} time {ratios['time']:.2f}x, peak RSS {ratios['rss']:.2f}x, "
-                f"resident after {ratios['after']:.0f} MiB, open/decode {ratios['open_vs_decode']:.2f}"
+                f"{item['name']} cold: time {ratios['cold_time']:.2f}x, peak RSS {ratios['cold_rss']:.2f}x; "
+                f"warm from sidecar: time {ratios['warm_time']:.2f}x, peak RSS {ratios['warm_rss']:.2f}x, "
+                f"resident after {ratios['warm_after']:.0f} MiB; open/decode {ratios['open_vs_decode']:.2f}"
             )
     print("summary (ours/Pi; targets: time <= 0.5x, peak RSS <= 1.0x):")
     for line in summary:

@@ -308,6 +308,15 @@ SESSIONTREE_FSYNC = os.environ.get("SESSIONTREE_FSYNC", "never")
 SESSIONTREE_FILE_CACHE_SESSIONS = int(os.environ.get("SESSIONTREE_FILE_CACHE_SESSIONS", "16"))
 SESSIONTREE_FILE_CACHE_ENTRIES = int(os.environ.get("SESSIONTREE_FILE_CACHE_ENTRIES", "2000000"))
 SESSIONTREE_FILE_CACHE_BYTES = int(os.environ.get("SESSIONTREE_FILE_CACHE_BYTES", str(16 * 1024 * 1024)))
+# The `file` provider's persisted index of each session file (beside it, in a hidden
+# `.sessiontree-index/` folder): a new process opens a session from it instead of
+# decoding every line ("0" turns it off; see docs/architecture.md).
+SESSIONTREE_FILE_INDEX_SIDECAR = os.environ.get("SESSIONTREE_FILE_INDEX_SIDECAR", "1") not in (
+    "0",
+    "false",
+    "no",
+    "off",
+)
 
 # Summarizer back end: "extractive" (offline, deterministic, the default) or
 # "openai" (any OpenAI-compatible chat-completions server).

@@ -287,10 +287,20 @@ def ancestor_at(
 
 
 def context_path_in_memory(
-    leaf_id: str, facts_of: Callable[[str], PathFacts | None], by_id: Mapping[str, Entry]
+    leaf_id: str,
+    facts_of: Callable[[str], PathFacts | None],
+    by_id: Mapping[str, Entry],
+    segment_ids: Callable[[list[str]], list[Entry]] | None = None,
+    parent_of: Callable[[str], Any] | None = None,
 ) -> list[Entry] | None:
     """``context_path`` over an in-memory index: ``by_id`` (every entry by id)
-    and ``facts_of`` (an id's facts; ``None``: unknown, read the whole path)."""
+    and ``facts_of`` (an id's facts; ``None``: unknown, read the whole path).
+
+    With ``parent_of`` (an id's ``parentId`` without its entry) and
+    ``segment_ids`` (entries by ids, in that order, read together), the
+    segment's ids are walked first and its entries read at once, instead
+    of one entry at a time: the same entries (a stored index whose entries
+    are read back from a file)."""
     leaf_facts = facts_of(leaf_id)
     if leaf_facts is None:
         return None
@@ -304,6 +314,16 @@ def context_path_in_memory(
         return found
 
     def segment(leaf: str, top: int) -> list[Entry]:
-        return walk_segment(leaf, leaf_facts.depth - top, lambda i: by_id[i].get("parentId"), by_id.__getitem__)
+        if segment_ids is None or parent_of is None:
+            return walk_segment(leaf, leaf_facts.depth - top, lambda i: by_id[i].get("parentId"), by_id.__getitem__)
+        ids = [leaf]
+        current: Any = leaf
+        for _ in range(leaf_facts.depth - top):
+            current = parent_of(current)
+            if not isinstance(current, str):
+                break
+            ids.append(current)
+        ids.reverse()
+        return segment_ids(ids)
 
     return context_path(leaf_id, leaf_facts, lookup, segment)

@@ -28,7 +28,10 @@ Each process caches the index of the files it has read, keyed by (inode,
 size, mtime); when the file grew, only the appended tail is read. The index
 is the file's skeleton (ids, parents, types, each line's offset and length),
 not its payloads: those are read again with ``pread`` on demand, the most
-recent ones kept decoded within a byte budget (``_Payloads``).
+recent ones kept decoded within a byte budget (``_Payloads``). A process
+that has no index of a file yet loads it from the file's persisted index
+(``file_sidecar``: beside the file, validated against it) when there is one
+that still describes the file, instead of decoding every line.
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ from sessiontree.core.session_reader import (
 from sessiontree.core.types import Entry, SessionTreeSession
 from sessiontree.core.verify import MetaCounts, scan_session_bytes
 
-from . import db_errors, keyed_reads, meta, search_index
+from . import db_errors, file_sidecar, keyed_reads, meta, search_index
 from .port import (
     BeforeCommit,
     EntryErasure,
@@ -154,6 +157,7 @@ class FileIndex:
         "parents",
         "position",
         "roots",
+        "sidecar_entries",
         "size",
         "token",
         "types",
@@ -167,6 +171,7 @@ class FileIndex:
         self.offset = offset  # bytes consumed: everything up to the last complete line
         self.header = header
         self.token = next(_tokens)  # names this index's payloads in the process's cache
+        self.sidecar_entries = 0  # how many of its entries the file's sidecar holds, as far as this process knows
         self.ids: list[str] = []
         self.position: dict[str, int] = {}
         self.parents: list[str | None] = []
@@ -771,8 +776,11 @@ class FileView:
 
     def context_entries(self, leaf_entry_id: str) -> list[Entry] | None:
         """The entries the context at ``leaf_entry_id`` needs, from the index's
-        path facts (their lines read by offset, nothing else)."""
-        return context_path_in_memory(leaf_entry_id, self._facts_of, self._by_id())
+        path facts (their lines read by offset, together, nothing else)."""
+        parents = self.parents()
+        return context_path_in_memory(
+            leaf_entry_id, self._facts_of, self._by_id(), segment_ids=self.entries, parent_of=parents.__getitem__
+        )
 
     def entry_facts(self, ids: Collection[str]) -> dict[str, PathFacts]:
         """The index's path facts of the ``ids`` it knows (``keyed_reads``)."""
@@ -1033,26 +1041,46 @@ class FileStorage:
 
     # --- index ------------------------------------------------------------------------
     def _refresh(self, path: Path, fd: int) -> FileIndex:
-        """The up-to-date index of the file open as ``fd`` (cached, tail-read)."""
+        """The up-to-date index of the file open as ``fd``: cached, else
+        from the file's sidecar (``file_sidecar``), else loaded from the
+        whole file; then the lines appended since are read."""
         st = os.fstat(fd)
         key = str(path)
         cached = _cached_index(key)
+        sidecar = file_sidecar.enabled()
+        if cached is None and sidecar:
+            # What the sidecar and the tail read build is kept: promoted as a load's is (gc_paused).
+            with gc_paused(promote=True):
+                loaded = file_sidecar.load(path, fd, st, FileIndex)
+                if loaded is not None:
+                    self._extend_from_tail(path, fd, st, loaded, sidecar=sidecar)
+                    _keep_index(key, loaded)  # once whole: the cache's bound counts its entries
+                    return loaded
         if cached is not None and cached.inode == st.st_ino and st.st_size >= cached.size:
-            if st.st_size == cached.size and st.st_mtime_ns == cached.mtime_ns:
-                return cached
-            spans: list[int] = []
-            reader = SessionReader(offset=cached.offset, after_header=True, spans=spans)
-            tail: list[Entry] = []
-            for chunk_entries, _ in read_chunks(fd, reader, size=st.st_size):
-                tail += chunk_entries
-            cached.extend(tail, spans)
-            cached.offset = reader.offset
-            cached.size, cached.mtime_ns = st.st_size, st.st_mtime_ns
-            return cached
+            return self._extend_from_tail(path, fd, st, cached, sidecar=sidecar)
         if cached is not None:  # replaced (an erase, a migration) or cut: its payloads are stale
             _forget(path)
         index = self._load(path, fd, st)
         _keep_index(key, index)
+        if sidecar:
+            file_sidecar.save(path, fd, index)
+        return index
+
+    @staticmethod
+    def _extend_from_tail(path: Path, fd: int, st: os.stat_result, index: FileIndex, *, sidecar: bool) -> FileIndex:
+        """``index`` (of the same file, up to ``index.size``) with the lines appended since."""
+        if st.st_size == index.size and st.st_mtime_ns == index.mtime_ns:
+            return index
+        spans: list[int] = []
+        reader = SessionReader(offset=index.offset, after_header=True, spans=spans)
+        tail: list[Entry] = []
+        for chunk_entries, _ in read_chunks(fd, reader, size=st.st_size):
+            tail += chunk_entries
+        index.extend(tail, spans)
+        index.offset = reader.offset
+        index.size, index.mtime_ns = st.st_size, st.st_mtime_ns
+        if sidecar and file_sidecar.due(index):
+            file_sidecar.save(path, fd, index)
         return index
 
     def _load(self, path: Path, fd: int, st: os.stat_result) -> FileIndex:
@@ -1128,6 +1156,7 @@ class FileStorage:
         tmp = path.with_name(path.name + ".migrating")
         tmp.write_bytes(serialize_file(objs))
         os.replace(tmp, path)
+        file_sidecar.delete(path)
         return objs[0], objs[1:]
 
     @contextmanager
@@ -1322,11 +1351,14 @@ class FileStorage:
         index.extend([entry for entry, _ in txn.pending], spans)
         index.offset = end
         index.size, index.mtime_ns = st.st_size, st.st_mtime_ns
+        if file_sidecar.enabled() and file_sidecar.due(index):
+            file_sidecar.save(path, fd, index)
 
     @staticmethod
     def _cut_back(path: Path, fd: int, size: int) -> None:
         """Undo this write's lines: truncate to ``size`` (we hold the lock)."""
         _forget(path)
+        file_sidecar.delete(path)
         try:
             os.ftruncate(fd, size)
         except OSError:  # pragma: no cover - the original error matters more
@@ -1467,6 +1499,7 @@ class FileStorage:
             # The copies this storage wrote of the file go with it (a hard delete keeps nothing).
             for backup in _backups_of(path):
                 backup.unlink(missing_ok=True)
+            file_sidecar.delete(path)
         finally:
             if fd is not None:
                 os.close(fd)
@@ -1548,6 +1581,7 @@ class FileStorage:
         finally:
             os.close(fd)
             _forget(path)  # the parsed copy of the file is stale now
+            file_sidecar.delete(path)
         return cut
 
     # --- port: erase --------------------------------------------------------------------
@@ -1621,6 +1655,7 @@ class FileStorage:
             for temp, _target in temps:
                 temp.unlink(missing_ok=True)
             _forget(path)  # the parsed copy of the file is stale now
+            file_sidecar.delete(path)  # and so is its persisted index (another inode now)
         return done
 
     def _rewrite_file(
@@ -1868,6 +1903,7 @@ def _settle_intent(path: Path, fd: int, session_id: str) -> bool | None:
         tail = os.pread(fd, size - start, start)
         if _only_these_entries(tail, ids):
             _forget(path)
+            file_sidecar.delete(path)
             os.ftruncate(fd, start)
             logger.warning(
                 "Cut %d bytes a writer left in %s without committing them (entries %s)",

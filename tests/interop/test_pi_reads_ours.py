@@ -18,6 +18,7 @@ import pytest
 from sessiontree.core.compaction import CompactionSettings
 from sessiontree.core.entries import resolve_session_name
 from sessiontree.core.path import build_tree
+from sessiontree.providers import file_sidecar
 from sessiontree.providers.file_provider import FileSessionTreeProvider
 from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
 from sessiontree.services import compact_session, fork_session, navigate_tree
@@ -285,6 +286,8 @@ def test_pi_lists_a_forks_parent_session(pi, tmp_path, settings):
         actor="system",
         channel="internal",
     )
+    # The storage's persisted indexes lie in the same folder (a hidden one): Pi lists the sessions alone.
+    assert list((provider.root / file_sidecar.FOLDER).glob("*.idx"))
     listed = {info["id"]: info for info in pi.list(provider.root, cwd="/srv/project")}
     assert set(listed) == {source, fork["session_id"], grandchild["session_id"]}
     assert listed[source]["parentSessionPath"] is None

@@ -13,6 +13,7 @@ from django.db import connections
 from sessiontree.core.errors import CorruptSessionTree, InvalidSessionId, SessionAlreadyExists
 from sessiontree.core.path import get_path_to_leaf
 from sessiontree.core.pi_session_file import serialize_line
+from sessiontree.providers import file_sidecar
 from sessiontree.providers.file_provider import FileSessionTreeProvider, clear_index_cache
 
 
@@ -33,7 +34,8 @@ def test_one_jsonl_file_with_the_header_first(provider):
     assert lines[0]["type"] == "session" and lines[0]["version"] == 3
     assert lines[0]["id"] == "s1" and lines[0]["cwd"] == "C:/workspace"
     assert lines[1]["type"] == "message" and lines[1]["parentId"] is None
-    assert sorted(os.listdir(provider.root)) == ["s1.jsonl"]  # never a second file
+    assert sorted(os.listdir(provider.root)) == [file_sidecar.FOLDER, "s1.jsonl"]  # never a second file
+    assert os.listdir(provider.root / file_sidecar.FOLDER) == ["s1.jsonl.idx"]  # but the file's index
 
 
 def test_an_append_adds_exactly_one_line_and_rewrites_nothing(provider):

@@ -18,6 +18,7 @@ import pytest
 from sessiontree.core.errors import CorruptSessionTree
 from sessiontree.core.pi_session_file import serialize_line
 from sessiontree.models import AgentSession
+from sessiontree.providers import file_sidecar
 from sessiontree.providers.file_provider import FileSessionTreeProvider, clear_index_cache
 
 pytestmark = pytest.mark.django_db
@@ -123,4 +124,5 @@ def test_a_lossless_v1_migration_leaves_no_backup(provider):
     )
     provider.register_existing_file("v1")
     assert provider.list_entries("v1")[0]["message"]["content"] == "one"
-    assert sorted(os.listdir(provider.root)) == ["v1.jsonl"]
+    assert sorted(os.listdir(provider.root)) == [file_sidecar.FOLDER, "v1.jsonl"]  # the index, no backup
+    assert os.listdir(provider.root / file_sidecar.FOLDER) == ["v1.jsonl.idx"]
