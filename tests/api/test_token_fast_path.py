@@ -1,19 +1,79 @@
-"""A token-authenticated API request: the session under its URL is read with
-the token (one query)."""
+"""A token-authenticated API request: Django's authentication and messages
+middleware pass it by, and the session under its URL is read with
+the token (one query). Browser requests (the session cookie) keep all of it,
+CSRF included (``test_access.test_session_authentication_with_csrf``)."""
 
 from __future__ import annotations
 
+import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 from django.test import RequestFactory
 from django.test.utils import CaptureQueriesContext
 from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
 
 from sessiontree.api.authentication import prefetched_session
+from sessiontree.api.middleware import is_token_api_request
 from sessiontree.api.permissions import _FIND_SQL
 from sessiontree.models import AgentSession
 
 from .conftest import Api, token_client
+
+
+@pytest.mark.parametrize(
+    ("path", "header", "expected"),
+    [
+        ("/api/sessions/", "Token abc", True),
+        ("/api/sessions/", "token abc", True),
+        ("/api/sessions/", "Bearer abc", True),
+        ("/api/sessions/", "Token", True),  # refused by the token authentication (401), never by the session
+        ("/api/sessions/", "Basic YWxpY2U6cHc=", False),
+        ("/api/sessions/", "Tokens abc", False),
+        ("/api/sessions/", "", False),
+        ("/admin/", "Token abc", False),
+        ("/apis/", "Token abc", False),
+    ],
+)
+def test_which_requests_are_token_api_requests(path, header, expected):
+    extra = {"HTTP_AUTHORIZATION": header} if header else {}
+    assert is_token_api_request(RequestFactory().get(path, **extra)) is expected
+
+
+def test_a_token_request_passes_the_auth_and_messages_middleware_by(api, kind, users):
+    sid = api.create_session(kind)["session_id"]
+    client = token_client(users.alice)
+    # A browser's session cookie of another user beside the token: the token decides, the session is not read.
+    assert client.login(username="bob", password="pw")
+    response = client.get(f"/api/sessions/{sid}/")
+    assert response.status_code == 200 and response.json()["session_id"] == sid
+    assert not hasattr(response.wsgi_request, "_messages")
+    assert not response.wsgi_request.session.accessed
+    assert response.wsgi_request.user == users.alice  # set by the token authentication
+    assert "Cookie" not in response.get("Vary", "") and not response.cookies
+
+
+def test_a_browser_request_keeps_the_auth_and_messages_middleware(api, kind, users):
+    sid = api.create_session(kind)["session_id"]
+    browser = APIClient()
+    assert browser.login(username="alice", password="pw")
+    response = browser.get(f"/api/sessions/{sid}/")
+    assert response.status_code == 200 and response.json()["session_id"] == sid
+    assert response.wsgi_request.session.get("_auth_user_id") == str(users.alice.pk)
+    assert hasattr(response.wsgi_request, "_messages")
+
+
+def test_the_same_answer_with_the_token_and_with_the_session(api, kind, users):
+    sid = api.create_session(kind)["session_id"]
+    api.say(sid, "hello")
+    browser = APIClient()
+    assert browser.login(username="alice", password="pw")
+    for path in (f"/api/sessions/{sid}/", f"/api/sessions/{sid}/context/", f"/api/sessions/{sid}/entries/"):
+        by_token, by_session = token_client(users.alice).get(path), browser.get(path)
+        assert by_token.status_code == by_session.status_code == 200
+        assert by_token.content == by_session.content
+        for header in ("Content-Type", "ETag", "X-Frame-Options", "X-Content-Type-Options"):
+            assert by_token.get(header) == by_session.get(header)
 
 
 def test_the_session_is_read_with_the_token_in_one_query(api, kind, users):
