@@ -124,3 +124,14 @@ def test_a_prefetched_row_serves_its_own_session_once():
     request._sessiontree_prefetched_session = ("a", (1, "file", "alice"))
     assert prefetched_session(request, "a") == (True, (1, "file", "alice"))
     assert prefetched_session(request, "a") == (False, None)
+
+
+def test_pages_under_api_that_are_not_sessions_answer_a_token_request_as_before(users):
+    client = token_client(users.alice)
+    assert client.get("/api/docs/").status_code == 200  # the Swagger UI: a template, rendered without Django's user
+    assert client.get("/api/schema/").status_code == 200
+    missing = client.get("/api/no-such-thing/")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    assert not hasattr(missing.wsgi_request, "_messages")
+    assert APIClient(HTTP_AUTHORIZATION="Token wrong").get("/api/sessions/").status_code == 401
+    assert APIClient(HTTP_AUTHORIZATION="Token").get("/api/sessions/").status_code == 401
