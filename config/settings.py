@@ -140,12 +140,16 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Django's own (its deploy check looks for this very path). Nothing of the
+    # session is read for an API request with a token: it only costs a lazy object.
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Django's, without the slash redirect under /api/ (a redirected POST becomes a GET).
     "sessiontree.api.middleware.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
+    # Django's authentication and messages middleware, passed by an API request
+    # with a token (sessiontree/api/middleware.py): neither serves it.
+    "sessiontree.api.middleware.AuthenticationMiddleware",
+    "sessiontree.api.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # A storage failure on a page outside the API: 503/409 with Retry-After, not a 500.
     "sessiontree.api.middleware.StorageErrorMiddleware",

@@ -22,7 +22,7 @@ reads them as JSON Schema, so the edge refuses exactly what the schema does.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import cache
 from typing import Any
 
@@ -429,13 +429,80 @@ def _validator(name: str) -> Draft202012Validator:
     return Draft202012Validator(json.loads(text.replace("#/components/schemas/", "#/$defs/")))
 
 
+def _target(reference: str) -> str:
+    return reference.rsplit("/", 1)[-1]
+
+
+def _tag_is(schema: Schema | None, tag: str, allowed: Schema) -> bool:
+    """``schema`` is an object that requires ``tag``, whose schema is ``allowed``."""
+    return bool(
+        schema is not None
+        and schema.get("type") == "object"
+        and tag in schema.get("required", [])
+        and schema.get("properties", {}).get(tag) == allowed
+    )
+
+
+def _by_tag(union: Schema, components: dict[str, Schema]) -> Schema:
+    """A union (``oneOf`` with a ``discriminator``) as ``if``/``then``/``else``
+    on its tag, which the compiled check runs without trying every variant
+    (a tried variant that fails raises inside fastjsonschema's code: most of
+    the check's time on a message). The same values pass: each variant is an
+    object that requires the tag with its one value, the other (when there is
+    one) requires a tag that is none of them, so at most one variant can match
+    and the tag names it. The tags are halved at each level (nested ``if``s
+    become nested Python blocks, of which Python allows 20). A union that is
+    not so stays as it is."""
+    discriminator, members = union.get("discriminator"), union.get("oneOf")
+    if not discriminator or not members:
+        return union
+    tag, mapping = discriminator["propertyName"], discriminator["mapping"]
+    others = [member["$ref"] for member in members if member.get("$ref") not in mapping.values()]
+    if len(members) != len(mapping) + len(others) or len(others) > 1:
+        return union
+    for value, reference in mapping.items():
+        if not _tag_is(components.get(_target(reference)), tag, {"type": "string", "enum": [value]}):
+            return union
+    otherwise: Schema = {"not": {}}
+    if others:
+        other = components.get(_target(others[0]))
+        if not _tag_is(other, tag, {"type": "string", "minLength": 1, "not": {"enum": sorted(mapping)}}):
+            return union
+        otherwise = {"$ref": others[0]}
+
+    def one_of(tags: Iterable[str]) -> Schema:
+        return {"properties": {tag: {"enum": list(tags)}}, "required": [tag]}
+
+    def pick(variants: list[tuple[str, str]]) -> Schema:
+        # The tag is one of ``variants``' (or the value is no object, which every variant refuses).
+        if len(variants) == 1:
+            return {"$ref": variants[0][1]}
+        half = len(variants) // 2
+        return {
+            "if": one_of(value for value, _ in variants[:half]),
+            "then": pick(variants[:half]),
+            "else": pick(variants[half:]),
+        }
+
+    rest = {key: value for key, value in union.items() if key not in ("oneOf", "discriminator")}
+    dispatch = {"if": one_of(mapping), "then": pick(list(mapping.items())), "else": otherwise}
+    return {**rest, "allOf": [dispatch]}
+
+
 @cache
 def _fast_check(name: str) -> Callable[[Any], Any]:
     """``name``'s schema compiled to Python by fastjsonschema (draft 7: every
     keyword the components use means the same there, and nothing is filled
     in): about ten times quicker than walking the schema, but its errors do
-    not say what is wrong as well as jsonschema's."""
-    schema = json.loads(json.dumps(_json_schema(COMPONENTS)).replace("#/components/schemas/", "#/definitions/"))
+    not say what is wrong as well as jsonschema's. Unions dispatch on their
+    tag (``_by_tag``)."""
+    return compiled_check(name, by_tag=True)
+
+
+def compiled_check(name: str, *, by_tag: bool) -> Callable[[Any], Any]:
+    """``name``'s compiled check, with its unions as ``oneOf`` or dispatched on their tag."""
+    components = {key: _by_tag(schema, COMPONENTS) for key, schema in COMPONENTS.items()} if by_tag else COMPONENTS
+    schema = json.loads(json.dumps(_json_schema(components)).replace("#/components/schemas/", "#/definitions/"))
     return fastjsonschema.compile(
         {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": schema, "$ref": f"#/definitions/{name}"},
         use_default=False,

@@ -68,13 +68,26 @@ _FIND_SQL = (
 )
 
 
+# The same three columns, read with the request's token (``authentication.py``):
+# one query for the user and the session on every request under a session.
+SESSION_COLUMNS = (_quote("id"), _quote("provider"), _quote("user_id"))
+SESSION_TABLE = _quote(AgentSession._meta.db_table)
+SESSION_ID_COLUMN = _quote("session_id")
+
+
 def find_visible_session(user: Any, session_id: str) -> SessionRef | None:
     """The session ``session_id`` if ``user`` may see it, else ``None`` (as if
     it did not exist). One plain query: this runs on every request under a session."""
     with connection.cursor() as cursor:
         cursor.execute(_FIND_SQL, [session_id])
         found = cursor.fetchone()
-    if found is None:
+    return visible_session(user, session_id, found)
+
+
+def visible_session(user: Any, session_id: str, found: Any) -> SessionRef | None:
+    """``found`` (the session's ``SESSION_COLUMNS``, ``None`` if it does not
+    exist) as a ``SessionRef`` if ``user`` may see it, else ``None``."""
+    if found is None or found[0] is None:
         return None
     session = SessionRef(pk=found[0], session_id=session_id, provider=found[1], user_id=found[2])
     if owns(user, session.user_id) or sees_all_sessions(user):

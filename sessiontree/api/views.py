@@ -53,6 +53,7 @@ from sessiontree.services.versions import ExpectedTags
 
 from . import conditional
 from . import serializers as s
+from .authentication import prefetched_session
 from .filters import SessionFilter
 from .pagination import EntryCursorPagination, SessionCursorPagination
 from .permissions import (
@@ -61,6 +62,7 @@ from .permissions import (
     find_visible_session,
     may_act_for,
     may_hard_delete,
+    visible_session,
     visible_sessions,
 )
 from .renderers import JSONRenderer, NDJSONRenderer, dumps
@@ -175,7 +177,12 @@ class SessionScopedViewSet(IdempotentWrites, GenericViewSet):
         if cached is not None:
             return cached
         session_id = meta.validate_session_id(self.kwargs["session_id"])
-        row = find_visible_session(self.request.user, session_id)
+        # Read with the request's token when it was one (authentication.py), else here.
+        prefetched, found = prefetched_session(self.request, session_id)
+        if prefetched:
+            row = visible_session(self.request.user, session_id, found)
+        else:
+            row = find_visible_session(self.request.user, session_id)
         if row is None:
             raise SessionNotFound(f"Session {session_id} not found")
         self._session_row = row

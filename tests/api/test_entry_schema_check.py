@@ -6,6 +6,7 @@ own property names, discriminators and enum values, for every component."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import fastjsonschema
@@ -14,7 +15,15 @@ from hypothesis import strategies as st
 from jsonschema.exceptions import best_match
 
 from sessiontree.api import entry_schema
-from sessiontree.api.entry_schema import COMPONENTS, _fast_check, _json_schema, _validator, schema_problem
+from sessiontree.api.entry_schema import (
+    COMPONENTS,
+    _by_tag,
+    _fast_check,
+    _json_schema,
+    _validator,
+    compiled_check,
+    schema_problem,
+)
 from tests.core.test_properties import session_trees
 
 
@@ -139,3 +148,63 @@ def test_valid_entries_take_the_compiled_path_and_bad_ones_are_named(monkeypatch
     bad = {"type": "compaction", "summary": "s", "firstKeptEntryId": "a", "tokensBefore": "many"}
     assert not fast_accepts(bad, "NewEntry")
     assert "tokensBefore" in (schema_problem(bad, "NewEntry") or "")
+
+
+# --- unions dispatched on their tag (entry_schema._by_tag) ---------------------------------
+
+UNIONS = sorted(name for name, schema in COMPONENTS.items() if "discriminator" in schema)
+
+
+@cache
+def _with_one_of(name: str) -> Any:
+    return compiled_check(name, by_tag=False)
+
+
+def one_of_accepts(value: Any, name: str) -> bool:
+    try:
+        _with_one_of(name)(value)
+    except fastjsonschema.JsonSchemaException:
+        return False
+    return True
+
+
+def test_every_union_is_dispatched_on_its_tag():
+    assert UNIONS == ["ContentBlock", "Entry", "Message", "NewEntry"]
+    for name in UNIONS:
+        dispatched = _by_tag(COMPONENTS[name], COMPONENTS)
+        assert "oneOf" not in dispatched and "if" in dispatched["allOf"][0], name
+
+
+def test_a_union_whose_variants_do_not_pin_the_tag_stays_as_it_is():
+    loose = {"type": "object", "properties": {"kind": {"type": "string"}}, "required": ["kind"]}
+    pinned = {"type": "object", "properties": {"kind": {"type": "string", "enum": ["a"]}}, "required": ["kind"]}
+    components = {"A": pinned, "B": loose}
+    union = {
+        "oneOf": [{"$ref": "#/components/schemas/A"}, {"$ref": "#/components/schemas/B"}],
+        "discriminator": {
+            "propertyName": "kind",
+            "mapping": {"a": "#/components/schemas/A", "b": "#/components/schemas/B"},
+        },
+    }
+    assert _by_tag(union, components) is union
+    unpinned_other = {**union, "oneOf": [{"$ref": "#/components/schemas/A"}, {"$ref": "#/components/schemas/C"}]}
+    unpinned_other["discriminator"] = {"propertyName": "kind", "mapping": {"a": "#/components/schemas/A"}}
+    assert _by_tag(unpinned_other, {**components, "C": loose}) is unpinned_other
+
+
+@settings(max_examples=400, deadline=None)
+@given(name=st.sampled_from(sorted(COMPONENTS)), value=values)
+def test_dispatching_on_the_tag_accepts_exactly_what_one_of_accepts(name, value):
+    accepted = fast_accepts(value, name)
+    event(f"compiled check: {'accepts' if accepted else 'refuses'}")
+    assert accepted == one_of_accepts(value, name), (name, value)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data(), entries=session_trees(max_entries=12))
+def test_dispatching_on_the_tag_agrees_on_real_entries_and_one_change(data, entries):
+    for entry in entries:
+        for piece in _pieces(entry):
+            for value in (piece, _mutated(data.draw, piece), {**piece, "type": data.draw(scalars)}):
+                for name in UNIONS:
+                    assert fast_accepts(value, name) == one_of_accepts(value, name), (name, value)
