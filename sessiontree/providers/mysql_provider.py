@@ -27,6 +27,7 @@ schema, the codec and the locking.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -503,7 +504,9 @@ _PATH_IDS_SQL = (
 _SUBTREE_SQL = (
     f"WITH RECURSIVE down (eid, pid, seq, n) AS ("
     f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, {_S('entry_seq')}, 0 FROM {rows.TABLE} "
-    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} IN ({{ids}}) "
+    # ``depth``, in no index with the others: the (session, entry_id) key is used,
+    # not entry_skeleton_idx walked through every row of the session (SQLite's choice).
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} IN ({{ids}}) AND {_S('depth')} >= 0 "
     f"UNION ALL SELECT c.{_S('entry_id')}, c.{_S('parent_entry_id')}, c.{_S('entry_seq')}, down.n + 1 FROM down "
     f"JOIN {rows.TABLE} c {{parent_index}} ON c.{rows.SESSION_COLUMN} = %s AND c.{_S('parent_entry_id')} = down.eid "
     f"WHERE down.n < %s) "
@@ -513,6 +516,13 @@ _CHILD_IDS_SQL = (
     f"SELECT {_S('entry_id')} FROM {rows.TABLE} {{parent_index}} WHERE {rows.SESSION_COLUMN} = %s "
     f"AND {_S('parent_entry_id')} = %s ORDER BY {_S('entry_seq')}"
 )
+# The session's rows from an entry on, in append order (``entry_skeleton_idx``: no payload), ``%s`` at most.
+_TAIL_SQL = (
+    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, {_S('entry_seq')} FROM {rows.TABLE} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_seq')} >= %s ORDER BY {_S('entry_seq')} LIMIT %s"
+)
+# Rows at most that ``subtrees`` reads from the earliest branch on, before walking down by parent instead.
+TAIL_SCAN = 5000
 _CHILDREN_OF_SQL = (
     f"SELECT {_S('entry_id')}, {_S('parent_entry_id')} FROM {rows.TABLE} {{parent_index}} "
     f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('parent_entry_id')} IN ({{ids}}) ORDER BY {_S('entry_seq')}"
@@ -788,12 +798,62 @@ class MySQLView:
         return out
 
     def subtrees(self, ids: Collection[str], limit: int) -> dict[str, dict[str, str | None]]:
-        """``keyed_reads.subtrees``: the subtrees of ``ids`` (disjoint) walked
-        down together, ``limit`` levels at most, in one statement per
-        ``BY_ID_LIMIT`` ids (a subtree that reaches ``limit`` levels holds more
-        than ``limit`` entries: read in part, as the caller expects)."""
+        """``keyed_reads.subtrees``: the subtrees of ``ids`` (disjoint).
+
+        An entry's descendants were all appended after it: when the session's
+        rows from the earliest of ``ids`` on are few (``TAIL_SCAN`` at most,
+        the usual case for the branches near the leaf), they are read in one
+        range of ``entry_skeleton_idx`` (ids, parents, seqs: no payload) and
+        the subtrees found in them; else walked down together by parent
+        (``_walk_subtrees``)."""
         key = self.state.session_id
         wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+        if not wanted:
+            return {}
+        with connection.cursor() as cursor:
+            # Each one's seq by the (session, entry_id) key. Neither MIN() nor the
+            # seq alone: SQLite would answer either from entry_skeleton_idx, which
+            # holds both columns, by walking every row of the session in it;
+            # ``depth`` is not in that index, so the key is used.
+            cursor.execute(
+                f"SELECT {_S('entry_seq')}, {_S('depth')} FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
+                f"AND {_S('entry_id')} IN ({rows.in_list(len(wanted))})",
+                [key, *wanted],
+            )
+            seqs = [row[0] for row in cursor.fetchall()]
+            if not seqs:
+                return {}
+            first = min(seqs)
+            cursor.execute(_TAIL_SQL, [key, first, TAIL_SCAN + 1])
+            tail = cursor.fetchall()
+        if len(tail) > TAIL_SCAN:
+            return self._walk_subtrees(wanted, limit)
+        children: dict[str, list[str]] = {}
+        parent_of: dict[str, str | None] = {}
+        for child, parent, _seq in tail:  # in append order
+            parent_of[child] = parent
+            if isinstance(parent, str) and parent != child:
+                children.setdefault(parent, []).append(child)
+        out: dict[str, dict[str, str | None]] = {}
+        for root in wanted:
+            if root not in parent_of:
+                continue
+            under = {root}
+            queue = collections.deque([root])  # level by level, as the walk would read them
+            while queue and len(under) <= limit:
+                for kid in children.get(queue.popleft(), ()):
+                    if kid not in under:
+                        under.add(kid)
+                        queue.append(kid)
+            out[root] = {child: parent_of[child] for child in parent_of if child in under}
+        return out
+
+    def _walk_subtrees(self, wanted: list[str], limit: int) -> dict[str, dict[str, str | None]]:
+        """The subtrees of ``wanted`` walked down together, ``limit`` levels at
+        most, in one statement per ``BY_ID_LIMIT`` ids (a subtree that reaches
+        ``limit`` levels holds more than ``limit`` entries: read in part, as
+        the caller expects)."""
+        key = self.state.session_id
         levels = max(1, min(limit, WALK_STEPS))
         root_of: dict[str, str] = {}
         found: dict[str, list[tuple[int, str, str | None]]] = {i: [] for i in wanted}

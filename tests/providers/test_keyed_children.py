@@ -136,3 +136,16 @@ def test_entries_written_in_the_same_unit_are_seen(any_provider):
     any_provider.transact("s", work)
     with any_provider.read("s") as view:
         check(view, [*entries, *seen])
+
+
+def test_subtrees_far_from_the_end_are_walked_down_by_parent(provider, monkeypatch):
+    """The ``mysql`` storage reads the subtrees of entries near the end of the
+    session from its last rows, and walks down by parent when those rows
+    are too many: both give what the whole session says."""
+    from sessiontree.providers import mysql_provider
+
+    monkeypatch.setattr(mysql_provider, "TAIL_SCAN", 3)
+    entries = random_tree(5, 240)
+    provider.create_session(session_id="s", entries=entries)
+    with provider.read("s") as view:
+        check(view, entries)
