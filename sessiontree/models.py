@@ -214,6 +214,9 @@ class AgentSessionEntry(models.Model):
             models.Index(fields=["session", "type"], name="entry_type_idx"),
             models.Index(fields=["session", "custom_type"], name="entry_custom_type_idx"),
             models.Index(fields=["session", "tool_name"], name="entry_tool_name_idx"),
+            # The labels and context edits aimed at some entries (the tree page's
+            # window, the entry panel), by key: not every label of the session.
+            models.Index(fields=["session", "target_entry_id"], name="entry_target_idx"),
         ]
 
     def __str__(self) -> str:

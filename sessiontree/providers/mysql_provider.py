@@ -528,7 +528,7 @@ _CHILDREN_OF_SQL = (
     f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('parent_entry_id')} IN ({{ids}}) ORDER BY {_S('entry_seq')}"
 )
 _TARGETING_ANY_SQL = (
-    f"{rows.SELECT_PAYLOAD} {{type_index}} WHERE {rows.SESSION_COLUMN} = %s AND type IN ({{types}})"
+    f"{rows.SELECT_PAYLOAD} {{index}} WHERE {rows.SESSION_COLUMN} = %s AND type IN ({{types}})"
     f"{{targets}} ORDER BY entry_seq"
 )
 _ROOTS_SQL = (
@@ -538,10 +538,10 @@ _ROOTS_SQL = (
 _COUNT_TYPES_SQL = (
     f"SELECT COUNT(*) FROM {rows.TABLE} {{type_index}} WHERE {rows.SESSION_COLUMN} = %s AND type IN ({{types}})"
 )
-# Entries of some types aimed at one target: by ``entry_type_idx`` (a
-# session's labels and context edits are few), never a scan of the session.
+# Entries of some types aimed at one target: by ``entry_target_idx`` (migration
+# 0021), never every label of the session.
 _TARGETING_SQL = (
-    f"{rows.SELECT_PAYLOAD} {{type_index}} WHERE {rows.SESSION_COLUMN} = %s AND type IN ({{types}}) "
+    f"{rows.SELECT_PAYLOAD} {{target_index}} WHERE {rows.SESSION_COLUMN} = %s AND type IN ({{types}}) "
     f"AND target_entry_id = %s ORDER BY entry_seq"
 )
 
@@ -890,16 +890,16 @@ class MySQLView:
             return int(cursor.fetchone()[0])
 
     def entries_targeting_any(self, target_ids: Collection[str], types: Collection[str]) -> list[Entry]:
-        """Entries of ``types`` aimed at any of ``target_ids``, by ``entry_type_idx``
+        """Entries of ``types`` aimed at any of ``target_ids``, by ``entry_target_idx``
         (one statement; more than ``BY_ID_LIMIT`` targets read every entry of
-        those types: a session's labels and context edits are few)."""
+        those types instead, by ``entry_type_idx``)."""
         kinds = list(dict.fromkeys(types))
         wanted = list(dict.fromkeys(target_ids))
         if not kinds or not wanted:
             return []
         targets = rows.in_list(len(wanted)) if len(wanted) <= BY_ID_LIMIT else None
         sql = _TARGETING_ANY_SQL.format(
-            type_index=_index_hint("entry_type_idx"),
+            index=_index_hint("entry_target_idx" if targets else "entry_type_idx"),
             types=rows.in_list(len(kinds)),
             targets=f" AND target_entry_id IN ({targets})" if targets else "",
         )
@@ -911,7 +911,7 @@ class MySQLView:
 
     def entries_targeting(self, target_id: str, types: Collection[str]) -> list[Entry]:
         kinds = list(types)
-        sql = _TARGETING_SQL.format(type_index=_index_hint("entry_type_idx"), types=rows.in_list(len(kinds)))
+        sql = _TARGETING_SQL.format(target_index=_index_hint("entry_target_idx"), types=rows.in_list(len(kinds)))
         with connection.cursor() as cursor:
             cursor.execute(sql, [self.state.session_id, *kinds, target_id])
             return rows.decode_rows(cursor.fetchall())
