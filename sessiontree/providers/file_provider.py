@@ -160,6 +160,7 @@ class FileIndex:
         "sidecar_entries",
         "size",
         "token",
+        "type_counts",
         "types",
         "with_children",
     )
@@ -187,6 +188,9 @@ class FileIndex:
         # Positions of the entries whose parent was not known when they came
         # (roots; a healthy file has one).
         self.roots: list[int] = []
+        # Entries by type, counted the first time they are asked for and kept
+        # up to date by ``extend`` from then on (the tree page's summary).
+        self.type_counts: collections.Counter[Any] | None = None
         self.compactions = 0
         self.first_root: str | None = None
         # Each entry's path facts (core/path_facts.py), computed as entries arrive.
@@ -262,6 +266,8 @@ class FileIndex:
             at += 1
         self.offsets.extend(spans[0::2])
         self.lengths.extend(spans[1::2])
+        if self.type_counts is not None:
+            self.type_counts.update(types[base:at])
         if keep:
             _payloads.keep_many(self.token, list(zip(range(base, at), entries, spans[1::2], strict=True)))
 
@@ -857,11 +863,14 @@ class FileView:
         return found[: max(limit, 0)]
 
     def count_types(self, types: Collection[str]) -> int:
-        """Entries of ``types`` (``keyed_reads``): the index's types, counted in C."""
-        kinds = self.index.types
+        """Entries of ``types`` (``keyed_reads``): the index's counts by type
+        (counted once per index, then kept up to date as entries arrive)."""
         index = self.index
+        if index.type_counts is None:
+            index.type_counts = collections.Counter(index.types)
+        counts = index.type_counts
         top = sum(1 for i, e in self._top().items() if i not in index.position and e.get("type") in types)
-        return sum(kinds.count(kind) for kind in set(types)) + top
+        return sum(counts[kind] for kind in set(types)) + top
 
     def entries_targeting_any(self, target_ids: Collection[str], types: Collection[str]) -> list[Entry]:
         """The entries of ``types`` aimed at any of ``target_ids``, by the index's keys (``keyed_reads``)."""

@@ -77,7 +77,9 @@ MIN_UNSAVED = 256
 
 # Slots that are not the index's content: where it came from, its in-process
 # token and bookkeeping, and what is rebuilt from the rest.
-_NOT_PERSISTED = frozenset({"token", "inode", "size", "mtime_ns", "offset", "sidecar_entries", "position"})
+_NOT_PERSISTED = frozenset(
+    {"token", "inode", "size", "mtime_ns", "offset", "sidecar_entries", "position", "type_counts"}
+)
 _META = struct.Struct("<I")
 
 

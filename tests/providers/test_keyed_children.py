@@ -149,3 +149,20 @@ def test_subtrees_far_from_the_end_are_walked_down_by_parent(provider, monkeypat
     provider.create_session(session_id="s", entries=entries)
     with provider.read("s") as view:
         check(view, entries)
+
+
+def test_counts_by_type_follow_appends(any_provider):
+    """Counted once, the counts stay right as entries arrive (the file index keeps them up to date)."""
+    entries = random_tree(9, 80)
+    any_provider.create_session(session_id="s", entries=entries)
+    with any_provider.read("s") as view:
+        assert keyed_reads.count_types(view, ("label",)) == sum(1 for e in entries if e["type"] == "label")
+    target = entries[3]["id"]
+    for n in range(5):
+        any_provider.append_entry("s", {"type": "label", "targetId": target, "label": f"x{n}"})
+    with any_provider.read("s") as view:
+        assert keyed_reads.count_types(view, ("label",)) == sum(1 for e in entries if e["type"] == "label") + 5
+        assert (
+            keyed_reads.count_types(view, ("label", "context_edit"))
+            == sum(1 for e in entries if e["type"] in ("label", "context_edit")) + 5
+        )
