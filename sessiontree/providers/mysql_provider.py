@@ -697,18 +697,27 @@ class MySQLView:
 
     # --- reads by key around one entry (``keyed_reads``) ----------------------------
 
-    def entry_facts(self, ids: Collection[str]) -> dict[str, PathFacts]:
-        """The path facts of the ``ids`` that name rows (one query by key, no payloads)."""
+    def _by_ids(self, columns: str, ids: Collection[str]) -> list[Sequence[Any]]:
+        """``columns`` of the rows ``ids`` name, by the (session, entry_id) key,
+        in statements of ``BY_ID_LIMIT`` ids (no payload unless asked for).
+        ``columns`` should hold one column ``entry_skeleton_idx`` does not
+        (SQLite answers a select of that index's columns alone by walking it
+        through every row of the session)."""
         wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
-        if not wanted:
-            return {}
+        found: list[Sequence[Any]] = []
         with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT {rows.SELECT_FACTS} FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
-                f"AND {_S('entry_id')} IN ({rows.in_list(len(wanted))})",
-                [self.state.session_id, *wanted],
-            )
-            return dict(rows.row_facts(row) for row in cursor.fetchall())
+            for chunk in rows.chunks(wanted, BY_ID_LIMIT):
+                cursor.execute(
+                    f"SELECT {columns} FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
+                    f"AND {_S('entry_id')} IN ({rows.in_list(len(chunk))})",
+                    [self.state.session_id, *chunk],
+                )
+                found.extend(cursor.fetchall())
+        return found
+
+    def entry_facts(self, ids: Collection[str]) -> dict[str, PathFacts]:
+        """The path facts of the ``ids`` that name rows (by key, no payloads)."""
+        return dict(rows.row_facts(row) for row in self._by_ids(rows.SELECT_FACTS, ids))
 
     def path_ids(self, entry_id: str, steps: int) -> list[str]:
         """``entry_id`` and its ``steps`` nearest ancestors, root first, walked
@@ -784,18 +793,8 @@ class MySQLView:
         return out
 
     def entry_types(self, ids: Collection[str]) -> dict[str, Any]:
-        """Each id's ``type``, by key (one statement per ``BY_ID_LIMIT`` ids, no payload)."""
-        wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
-        out: dict[str, Any] = {}
-        with connection.cursor() as cursor:
-            for chunk in rows.chunks(wanted, BY_ID_LIMIT):
-                cursor.execute(
-                    f"SELECT {_S('entry_id')}, type FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
-                    f"AND {_S('entry_id')} IN ({rows.in_list(len(chunk))})",
-                    [self.state.session_id, *chunk],
-                )
-                out.update(cursor.fetchall())
-        return out
+        """Each id's ``type``, by key (no payload)."""
+        return {entry_id: kind for entry_id, kind in self._by_ids(f"{_S('entry_id')}, type", ids)}
 
     def subtrees(self, ids: Collection[str], limit: int) -> dict[str, dict[str, str | None]]:
         """``keyed_reads.subtrees``: the subtrees of ``ids`` (disjoint).
@@ -808,22 +807,13 @@ class MySQLView:
         (``_walk_subtrees``)."""
         key = self.state.session_id
         wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
-        if not wanted:
+        # Each one's seq (``depth`` too: not MIN(), nor the seq alone, which
+        # SQLite would answer from entry_skeleton_idx, walked through every row).
+        seqs = [row[0] for row in self._by_ids(f"{_S('entry_seq')}, {_S('depth')}", wanted)]
+        if not seqs:
             return {}
+        first = min(seqs)
         with connection.cursor() as cursor:
-            # Each one's seq by the (session, entry_id) key. Neither MIN() nor the
-            # seq alone: SQLite would answer either from entry_skeleton_idx, which
-            # holds both columns, by walking every row of the session in it;
-            # ``depth`` is not in that index, so the key is used.
-            cursor.execute(
-                f"SELECT {_S('entry_seq')}, {_S('depth')} FROM {rows.TABLE} WHERE {rows.SESSION_COLUMN} = %s "
-                f"AND {_S('entry_id')} IN ({rows.in_list(len(wanted))})",
-                [key, *wanted],
-            )
-            seqs = [row[0] for row in cursor.fetchall()]
-            if not seqs:
-                return {}
-            first = min(seqs)
             cursor.execute(_TAIL_SQL, [key, first, TAIL_SCAN + 1])
             tail = cursor.fetchall()
         if len(tail) > TAIL_SCAN:
