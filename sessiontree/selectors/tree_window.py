@@ -545,9 +545,10 @@ def _fill_payloads(view: Any, window: TreeWindow, known: Mapping[str, Entry] | N
 class LocalShape(TreeShape):
     """The part of a large session's shape that a window shows, read by key
     (``_KeyedRead``): the entries of its line, their children, the folded
-    branches below them (whole), the labels aimed at them and the markers
-    among them. It answers ``TreeShape``'s questions for those entries;
-    ``count`` is the whole session's."""
+    branches below them (their first ``BRANCH_PEEK`` entries, or whole when
+    one opens), the labels aimed at them and the markers among them. It
+    answers ``TreeShape``'s questions for those entries only (``tips`` are
+    those of what was read); ``count`` is the whole session's."""
 
     parent: dict[str, Any]
 
