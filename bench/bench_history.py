@@ -14,7 +14,8 @@ then:
   (``sessions.import_session`` then ``entries.import_entries``, what
   ``sync_sessions --mode import`` runs), under a session id of its own.
 
-Then, per provider and size, medians of ``--repeat`` warm runs (a first,
+When every size is stored (generated, registered, imported), per provider
+and size, medians of ``--repeat`` warm runs (a first,
 cold one is made and not counted; on ``file`` that one indexes the file) of:
 
 - context at the leaf: ``provider.build_context`` (what the API's context
@@ -265,14 +266,17 @@ def main() -> int:
             client.force_login(user)
             table: dict[str, dict[int, float]] = {}
             notes: list[str] = []
+            # Every size is generated and stored first, then all are measured
+            # one after the other, so that the figures of all sizes are taken
+            # close together (an import of 1M entries takes many minutes; what
+            # else the machine does meanwhile should not weigh on one size only).
+            stored: list[tuple[int, dict[str, tuple[str, str]], Any]] = []
             for size in sizes:
                 made = generate(Path(tmp) / "sessions" / f"history-{size}.jsonl", size)
                 rp = generate(Path(tmp) / "sessions" / f"roleplay-{size}.jsonl", size, seed=29, roleplay=True)
                 notes.append(
                     f"{size:,}: {made.bytes / 1e6:.1f} MB, {made.compactions} compactions, {made.branches} branch points"
                 )
-                pi, pi_messages = pi_ms(made.path, args.repeat)
-                table.setdefault("pi", {})[size] = pi
                 session_ids: dict[str, tuple[str, str]] = {}
                 for kind in kinds:  # both stored before any is measured (an append on `file` grows the file)
                     started = time.perf_counter()
@@ -287,6 +291,12 @@ def main() -> int:
                         import_mysql(made.path, session_ids[kind][0])
                         import_mysql(rp.path, session_ids[kind][1])
                     notes.append(f"  {kind} {size:,}: both stored in {time.perf_counter() - started:.1f} s")
+                stored.append((size, session_ids, made))
+                print(f"{size:,} entries stored", flush=True)
+            print(f"load average {os.getloadavg()[0]:.2f} before measuring", flush=True)
+            for size, session_ids, made in stored:
+                pi, pi_messages = pi_ms(made.path, args.repeat)
+                table.setdefault("pi", {})[size] = pi
                 for kind in kinds:
                     session_id, roleplay_id = session_ids[kind]
                     figures = measure(kind, session_id, roleplay_id, args.repeat, client)
