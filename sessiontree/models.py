@@ -211,7 +211,9 @@ class AgentSessionEntry(models.Model):
             # Covers the mysql provider's skeleton read (every entry's id and
             # parent, to walk a path) without touching the payload rows.
             models.Index(fields=["session", "entry_seq", "entry_id", "parent_entry_id"], name="entry_skeleton_idx"),
-            models.Index(fields=["session", "type"], name="entry_type_idx"),
+            # Entries of a type, in append order (a page of them from a seq on,
+            # ``ids_in_order``; counts by type).
+            models.Index(fields=["session", "type", "entry_seq"], name="entry_type_idx"),
             models.Index(fields=["session", "custom_type"], name="entry_custom_type_idx"),
             models.Index(fields=["session", "tool_name"], name="entry_tool_name_idx"),
             # The labels and context edits aimed at some entries (the tree page's

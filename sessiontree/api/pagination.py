@@ -29,16 +29,19 @@ from rest_framework.utils.urls import remove_query_param, replace_query_param
 
 from sessiontree.core.types import Entry
 from sessiontree.providers.base import SessionTreeProvider
-from sessiontree.selectors.entries import entry_page
+from sessiontree.selectors.entries import entry_page, entry_page_at
 
 INVALID_CURSOR = "Invalid cursor: use the next or previous link of an earlier page."
 MAX_PAGE_SIZE_DIGITS = 18
 # n|r (forward, reverse), the offset, and the position: creation time in
 # microseconds since 1970 (16 digits: years 1653 to 2286, every one a datetime).
 SESSION_CURSOR_PATTERN = r"^([nr][0-9]{1,9}(p-?[0-9]{1,16})?)?$"
-ENTRY_CURSOR_PATTERN = r"^(o[0-9]{1,15})?$"
+# p: from a position on; b: the page before a position (positions are the
+# storage's, ``keyed_reads.ids_in_order``); o: an offset among the entries of
+# the types asked for (the form handed out before positions; still read).
+ENTRY_CURSOR_PATTERN = r"^([opb][0-9]{1,15})?$"
 _SESSION_CURSOR = re.compile(r"([nr])([0-9]{1,9})(?:p(-?[0-9]{1,16}))?")
-_ENTRY_CURSOR = re.compile(r"o([0-9]{1,15})")
+_ENTRY_CURSOR = re.compile(r"([opb])([0-9]{1,15})")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
@@ -142,9 +145,12 @@ class SessionCursorPagination(CursorPagination):
 
 
 class EntryCursorPagination(BasePagination):
-    """Entries in append order; the cursor is the position in that order
-    (among the entries of the requested types), opaque to clients. ``after``
-    starts the first page after a known entry instead."""
+    """Entries in append order; the cursor is a position in that order
+    (the storage's), opaque to clients: ``p<position>`` the page from there
+    on, ``b<position>`` the page that ends before it. ``o<offset>`` (an
+    offset among the entries of the requested types: cursors handed out
+    before) is still read, and pages on with offsets. ``after`` starts the
+    first page after a known entry instead."""
 
     page_size = 100
     max_page_size = 1000
@@ -154,21 +160,27 @@ class EntryCursorPagination(BasePagination):
 
     def __init__(self) -> None:
         self.request: Request | None = None
-        self.next_offset: int | None = None
-        self.previous_offset: int | None = None
+        self.next_cursor: str | None = None
+        self.previous_cursor: str | None = None
 
     @staticmethod
     def encode(offset: int) -> str:
         return f"o{offset}"
 
-    def decode(self, request: Request) -> int:
+    def decode_cursor(self, request: Request) -> tuple[str, int]:
+        """(form, number): ``("p", 0)`` for the first page."""
         raw = request.query_params.get(self.cursor_query_param)
         if raw in (None, ""):
-            return 0
+            return "p", 0
         found = _ENTRY_CURSOR.fullmatch(raw)
         if found is None:
             raise ValidationError({"cursor": [INVALID_CURSOR]})
-        return int(found.group(1))
+        return found.group(1), int(found.group(2))
+
+    def decode(self, request: Request) -> int:
+        """The offset of an ``o`` cursor (0 for any other)."""
+        form, number = self.decode_cursor(request)
+        return number if form == "o" else 0
 
     def after(self, request: Request) -> str | None:
         raw = request.query_params.get(self.after_query_param)
@@ -193,27 +205,34 @@ class EntryCursorPagination(BasePagination):
     ) -> list[Entry]:
         self.request = request
         after = self.after(request)
-        offset = self.decode(request)
+        form, number = self.decode_cursor(request)
         size = _page_size(request, self.page_size, self.max_page_size)
-        page = entry_page(provider, session_id, offset=offset, limit=size, types=types, after=after)
-        offset = page.offset
-        self.next_offset = offset + len(page.entries) if page.has_more else None
-        self.previous_offset = max(0, offset - size) if offset > 0 else None
-        return page.entries
+        if form == "o":
+            page = entry_page(provider, session_id, offset=number, limit=size, types=types, after=after)
+            offset = page.offset
+            self.next_cursor = self.encode(offset + len(page.entries)) if page.has_more else None
+            self.previous_cursor = self.encode(max(0, offset - size)) if offset > 0 else None
+            return page.entries
+        at = entry_page_at(
+            provider, session_id, position=number, before=form == "b", limit=size, types=types, after=after
+        )
+        self.next_cursor = f"p{at.next_position}" if at.next_position is not None else None
+        self.previous_cursor = f"b{at.previous_position}" if at.previous_position is not None else None
+        return at.entries
 
-    def _link(self, offset: int | None) -> str | None:
-        if offset is None or self.request is None:
+    def _link(self, cursor: str | None) -> str | None:
+        if cursor is None or self.request is None:
             return None
         # A link is a cursor from here on: ``after`` has done its part.
         url = remove_query_param(self.request.build_absolute_uri(), self.after_query_param)
-        return str(replace_query_param(url, self.cursor_query_param, self.encode(offset)))
+        return str(replace_query_param(url, self.cursor_query_param, cursor))
 
     def get_paginated_response(self, data: Any) -> Response:
         return Response(
             {
-                "next": self._link(self.next_offset),
-                "previous": self._link(self.previous_offset),
-                "has_more": self.next_offset is not None,
+                "next": self._link(self.next_cursor),
+                "previous": self._link(self.previous_cursor),
+                "has_more": self.next_cursor is not None,
                 "results": data,
             }
         )

@@ -872,6 +872,59 @@ class FileView:
         top = sum(1 for i, e in self._top().items() if i not in index.position and e.get("type") in types)
         return sum(counts[kind] for kind in set(types)) + top
 
+    def ids_in_order(
+        self, start: int, limit: int, types: Collection[str] | None = None, *, before: bool = False
+    ) -> list[tuple[int, str]]:
+        """``keyed_reads.ids_in_order``: positions are the index's (the file's
+        lines in order), then the entries on top of the file. Of some types,
+        the index's types are scanned from ``start`` (in C-speed slices) until
+        ``limit`` match: no payload is read."""
+        index = self.index
+        count = len(index)
+        top = [
+            (count + n, entry) for n, entry in enumerate(e for i, e in self._top().items() if i not in index.position)
+        ]
+        wanted = None if types is None else set(types)
+        on_top = [(at, entry["id"]) for at, entry in top if wanted is None or entry.get("type") in wanted]
+        if before:
+            found = [pair for pair in on_top if pair[0] < start][-limit:]
+            end = min(start, count)
+            step = max(limit, 4096)
+            while len(found) < limit and end > 0:
+                begin = max(0, end - step)
+                picked = self._positions(begin, end, wanted)
+                found = [(at, index.ids[at]) for at in picked[-(limit - len(found)) :]] + found
+                end = begin
+                step *= 2
+            return found
+        found = []
+        at = max(start, 0)
+        step = max(limit, 4096)
+        while len(found) < limit and at < count:
+            end = min(count, at + step)
+            found += [(p, index.ids[p]) for p in self._positions(at, end, wanted)[: limit - len(found)]]
+            at = end
+            step *= 2
+        found += [pair for pair in on_top if pair[0] >= start][: limit - len(found)]
+        return found
+
+    def _positions(self, begin: int, end: int, wanted: set[str] | None) -> list[int]:
+        """The positions ``begin`` … ``end - 1`` of the index whose type is ``wanted`` (all with ``None``)."""
+        if wanted is None:
+            return list(range(begin, end))
+        return [at for at, kind in enumerate(self.index.types[begin:end], begin) if kind in wanted]
+
+    def position_of(self, entry_id: str) -> int | None:
+        """``keyed_reads.position_of``: the index's position, or past it for the entries on top."""
+        index = self.index
+        at = index.position.get(entry_id)
+        if at is not None:
+            return at
+        for n, known in enumerate(i for i in self._top() if i not in index.position):
+            if known == entry_id:
+                return len(index) + n
+        return None
+
     def entries_targeting_any(self, target_ids: Collection[str], types: Collection[str]) -> list[Entry]:
         """The entries of ``types`` aimed at any of ``target_ids``, by the index's keys (``keyed_reads``)."""
         wanted, kinds = set(target_ids), set(types)

@@ -25,6 +25,9 @@ may answer ``None`` for "ask the generic way":
 - ``path_entries(entry_id, top, bottom) -> list[Entry] | None``
 - ``custom_entries(custom_types, limit=None) -> list[Entry]``
 - ``tool_results(tool_names, limit=None) -> list[Entry]``
+- ``ids_in_order(start, limit, types=None, before=False) -> list[tuple[int, str]]``
+- ``entries_in_order(start, limit, types=None, before=False) -> list[tuple[int, Entry]]``
+- ``position_of(entry_id) -> int | None``
 """
 
 from __future__ import annotations
@@ -292,3 +295,58 @@ def tool_results(
         wanted = set(tool_names)
         found = [entry for entry in view.all_entries(types=("message",)) if names_tool(entry, wanted)]
     return found if limit is None else found[: max(limit, 0)]
+
+
+# --- entries in append order, from a position --------------------------------------------
+
+
+def ids_in_order(
+    view: StoredView, start: int, limit: int, types: Collection[str] | None = None, *, before: bool = False
+) -> list[tuple[int, str]]:
+    """``(position, id)`` of the session's entries in append order (the one
+    in flight last), of ``types`` (``None``: of any type): the first
+    ``limit`` at or after position ``start``, or with ``before`` the last
+    ``limit`` before it (still in append order). A position is the storage's
+    own: it grows with the append order and never changes, but need not be
+    dense (``position_of`` gives an entry's). Generic: the skeleton's order."""
+    if limit <= 0:
+        return []
+    own = getattr(view, "ids_in_order", None)
+    found: list[tuple[int, str]] | None = own(start, limit, types, before=before) if own is not None else None
+    if found is not None:
+        return found
+    order = list(view.parents())
+    wanted = None if types is None else {entry["id"] for entry in view.all_entries(types=types)}
+    positions = [at for at, entry_id in enumerate(order) if wanted is None or entry_id in wanted]
+    if before:
+        chosen = [at for at in positions if at < start][-limit:]
+    else:
+        chosen = [at for at in positions if at >= start][:limit]
+    return [(at, order[at]) for at in chosen]
+
+
+def entries_in_order(
+    view: StoredView, start: int, limit: int, types: Collection[str] | None = None, *, before: bool = False
+) -> list[tuple[int, Entry]]:
+    """``ids_in_order`` with the entries themselves: ``(position, entry)``."""
+    if limit <= 0:
+        return []
+    own = getattr(view, "entries_in_order", None)
+    found: list[tuple[int, Entry]] | None = own(start, limit, types, before=before) if own is not None else None
+    if found is not None:
+        return found
+    pairs = ids_in_order(view, start, limit, types, before=before)
+    entries = view.entries([entry_id for _, entry_id in pairs]) if pairs else []
+    return [(at, entry) for (at, _), entry in zip(pairs, entries, strict=True)]
+
+
+def position_of(view: StoredView, entry_id: str) -> int | None:
+    """``entry_id``'s position in append order (``ids_in_order``), ``None`` when the session holds no such entry."""
+    own = getattr(view, "position_of", None)
+    if own is not None:
+        found: int | None = own(entry_id)
+        return found
+    for at, known in enumerate(view.parents()):
+        if known == entry_id:
+            return at
+    return None

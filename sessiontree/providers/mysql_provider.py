@@ -521,6 +521,19 @@ _TAIL_SQL = (
     f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, {_S('entry_seq')} FROM {rows.TABLE} "
     f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_seq')} >= %s ORDER BY {_S('entry_seq')} LIMIT %s"
 )
+
+
+def _order_sql(columns: str, index: str, type_filter: str, before: bool) -> str:
+    """A page of the session's rows in append order (``ids_in_order``): from a
+    seq on, or (``before``) the last ones before it; ``type_filter`` narrows
+    it to one type. The seq comes first, then ``columns``."""
+    return (
+        f"SELECT {_S('entry_seq')}, {columns} FROM {rows.TABLE} {_index_hint(index)} "
+        f"WHERE {rows.SESSION_COLUMN} = %s{type_filter} AND {_S('entry_seq')} {'<' if before else '>='} %s "
+        f"ORDER BY {_S('entry_seq')}{' DESC' if before else ''} LIMIT %s"
+    )
+
+
 # Rows at most that ``subtrees`` reads from the earliest branch on, before walking down by parent instead.
 TAIL_SCAN = 5000
 _CHILDREN_OF_SQL = (
@@ -878,6 +891,49 @@ class MySQLView:
         with connection.cursor() as cursor:
             cursor.execute(sql, [self.state.session_id, *kinds])
             return int(cursor.fetchone()[0])
+
+    def ids_in_order(
+        self, start: int, limit: int, types: Collection[str] | None = None, *, before: bool = False
+    ) -> list[tuple[int, str]]:
+        """``keyed_reads.ids_in_order``, the position being ``entry_seq``: a
+        range of ``entry_skeleton_idx``, or of ``entry_type_idx`` (session,
+        type, seq) for each type asked for, merged (one statement a type)."""
+        found = self._in_order(_S("entry_id"), start, limit, types, before)
+        return [(seq, str(row[0])) for seq, row in found]
+
+    def entries_in_order(
+        self, start: int, limit: int, types: Collection[str] | None = None, *, before: bool = False
+    ) -> list[tuple[int, Entry]]:
+        """``keyed_reads.entries_in_order``: ``ids_in_order``'s ranges, the payloads in the same statements."""
+        with gc_paused():
+            return [
+                (seq, rows.decode_row(row))
+                for seq, row in self._in_order(rows.PAYLOAD_SQL, start, limit, types, before)
+            ]
+
+    def _in_order(
+        self, columns: str, start: int, limit: int, types: Collection[str] | None, before: bool
+    ) -> list[tuple[int, Sequence[Any]]]:
+        if limit <= 0:
+            return []
+        queries: list[tuple[str, list[Any]]]
+        if types is None:
+            queries = [(_order_sql(columns, "entry_skeleton_idx", "", before), [])]
+        else:
+            typed = _order_sql(columns, "entry_type_idx", " AND type = %s", before)
+            queries = [(typed, [kind]) for kind in dict.fromkeys(types) if isinstance(kind, str)]
+        found: list[tuple[int, Sequence[Any]]] = []
+        with connection.cursor() as cursor:
+            for sql, params in queries:
+                cursor.execute(sql, [self.state.session_id, *params, start, limit])
+                found += [(int(row[0]), row[1:]) for row in cursor.fetchall()]
+        found.sort(key=lambda pair: pair[0])
+        return found[-limit:] if before else found[:limit]
+
+    def position_of(self, entry_id: str) -> int | None:
+        """``keyed_reads.position_of``: the row's ``entry_seq``."""
+        found = self._by_ids(f"{_S('entry_seq')}, type", [entry_id])
+        return int(found[0][0]) if found else None
 
     def entries_targeting_any(self, target_ids: Collection[str], types: Collection[str]) -> list[Entry]:
         """Entries of ``types`` aimed at any of ``target_ids``, by ``entry_target_idx``

@@ -76,8 +76,52 @@ def test_every_cursor_of_the_documented_form_is_a_page(api: Api, kind: str) -> N
     api.say(sid, "a")
     for cursor in ("", "n0", "r5", "n0p0", "r12p-9999999999999999", "n999999999p9999999999999999"):
         assert api.client.get(f"/api/sessions/?cursor={cursor}").status_code == 200, cursor
-    for cursor in ("", "o0", "o999999999999999"):
+    for cursor in ("", "o0", "o999999999999999", "p0", "p999999999999999", "b0", "b999999999999999"):
         assert api.client.get(f"/api/sessions/{sid}/entries/?cursor={cursor}").status_code == 200, cursor
     for cursor in ("x", "n", "n0p", "n0p99999999999999999", "o-1", "o", "bz0x"):
         error_of(api.client.get(f"/api/sessions/?cursor={cursor}"), 400, "invalid_input")
         error_of(api.client.get(f"/api/sessions/{sid}/entries/?cursor={cursor}"), 400, "invalid_input")
+
+
+def path_of(link: str) -> str:
+    return link.split("testserver", 1)[-1]
+
+
+def test_typed_pages_follow_their_links_both_ways(api: Api, kind: str) -> None:
+    """Pages of one type, read by key from a position: next then previous
+    links visit every entry of the type once, in append order."""
+    sid = api.create_session(kind)["session_id"]
+    labels = []
+    for i in range(11):
+        said = api.say(sid, f"m{i}")
+        if i % 2:
+            labels.append(
+                api.post(f"/api/sessions/{sid}/labels/", {"target_id": said["id"], "label": f"l{i}"}, expected=201)[
+                    "id"
+                ]
+            )
+    page = api.get(f"/api/sessions/{sid}/entries/?type=label&page_size=2")
+    assert page["previous"] is None
+    seen, pages = [e["id"] for e in page["results"]], [page]
+    while page["next"]:
+        page = api.get(path_of(page["next"]))
+        seen += [e["id"] for e in page["results"]]
+        pages.append(page)
+    assert seen == labels and page["has_more"] is False
+    back = []
+    while page["previous"]:
+        page = api.get(path_of(page["previous"]))
+        back = [e["id"] for e in page["results"]] + back
+    assert back == labels[: len(labels) - len(pages[-1]["results"])]
+
+
+def test_a_cursor_handed_out_before_positions_still_pages_on(api: Api, kind: str) -> None:
+    """``o<offset>`` (an offset among the entries of the types asked for)
+    still reads the page it named, and its links go on with offsets."""
+    sid = api.create_session(kind)["session_id"]
+    ids = [api.say(sid, f"m{i}")["id"] for i in range(7)]
+    page = api.get(f"/api/sessions/{sid}/entries/?cursor=o2&page_size=2")
+    assert [e["id"] for e in page["results"]] == ids[2:4]
+    assert query_of(page["next"])["cursor"] == ["o4"] and query_of(page["previous"])["cursor"] == ["o0"]
+    rest = api.get(path_of(page["next"]))
+    assert [e["id"] for e in rest["results"]] == ids[4:6]

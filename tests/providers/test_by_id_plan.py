@@ -23,7 +23,8 @@ def plan(sql: str) -> str:
             return " | ".join(str(row[-1]) for row in cursor.fetchall())
         cursor.execute(f"EXPLAIN {sql}")
         columns = [c[0] for c in cursor.description]
-        return " | ".join(f"key={dict(zip(columns, row, strict=True))['key']}" for row in cursor.fetchall())
+        found = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+        return " | ".join(f"key={row['key']} extra={row.get('Extra')}" for row in found)
 
 
 def test_entries_by_id_use_the_id_key(tmp_path):
@@ -67,3 +68,25 @@ def test_subtrees_start_from_the_id_key(tmp_path):
             assert "(session_id=? AND entry_id=?)" in explained, explained
         else:
             assert "entry_unique_id_per_session" in explained, explained
+
+
+def test_pages_in_append_order_read_a_range_of_an_index(tmp_path):
+    """A page of entries from a position (all types: ``entry_skeleton_idx``;
+    of one type: ``entry_type_idx`` on (session, type, seq), migration 0022)
+    is a range read and no sort: its cost is the page's, not the session's."""
+    from sessiontree.providers import keyed_reads
+
+    provider = make_provider("mysql", tmp_path)
+    entries = long_session(3000)
+    provider.create_session(session_id="s", entries=entries)
+    with provider.read("s") as view, CaptureQueriesContext(connection) as captured:
+        assert len(keyed_reads.ids_in_order(view, 1500, 20)) == 20
+        assert len(keyed_reads.ids_in_order(view, 1500, 20, before=True)) == 20
+        assert len(keyed_reads.ids_in_order(view, 1500, 5, ["model_change"])) == 5
+        assert len(keyed_reads.ids_in_order(view, 1500, 5, ["model_change"], before=True)) == 5
+    reads = [q["sql"] for q in captured.captured_queries if "LIMIT" in q["sql"]]
+    assert len(reads) == 4
+    for sql, index in zip(reads, ["entry_skeleton_idx"] * 2 + ["entry_type_idx"] * 2, strict=True):
+        explained = plan(sql)
+        assert index in explained, explained
+        assert "TEMP B-TREE" not in explained and "filesort" not in explained.lower(), explained
