@@ -6,6 +6,13 @@ the messages built for the model (the stored entries are untouched, so the
 tree, its audit and Pi itself still see them), and one custom message is
 added at the end: the "Current Character View" of the state reduced from the
 same path, followed by the non-canon boundary note.
+
+Built as the session's context is (issue 23): the messages from the entries
+the context needs (``context_entries``: by the storage's path facts, not the
+whole path) and the state by the keyed reduction (``services.reads``: the
+head up to the identity's lock, the tail from the latest checkpoint), in one
+consistent read. ``roleplay_context_from_path`` builds the same from a
+root-to-leaf path in hand.
 """
 
 from __future__ import annotations
@@ -13,10 +20,14 @@ from __future__ import annotations
 from typing import Any, Final
 
 from sessiontree.core.context_builder import build_context_from_path, iso_to_epoch_ms
-from sessiontree.core.types import UNSET, SessionContext, Unset
+from sessiontree.core.errors import EntryNotFound
+from sessiontree.core.path_facts import build_context_from_segment
+from sessiontree.core.pi_session_file import gc_paused
+from sessiontree.core.types import UNSET, Entry, SessionContext, Unset
 from sessiontree.providers.base import SessionTreeProvider
+from sessiontree.providers.template import context_entries
 
-from .reducer import NON_CANON_BOUNDARY_NOTE, reduce_branch, render_character_view
+from .reducer import NON_CANON_BOUNDARY_NOTE, RoleplayState, reduce_branch, render_character_view
 
 CHARACTER_VIEW_CUSTOM_TYPE: Final = "pi-roleplay-character-view"
 
@@ -46,10 +57,25 @@ def build_roleplay_context(
     result also carries ``roleplay``: the character id, revision, state hash,
     the ids of the branch summaries removed, the view text and the note.
     """
-    path = provider.get_active_path(session_id, leaf_entry_id)
-    context = build_context_from_path(path)
-    state = reduce_branch(path)
+    from .services.reads import state_in_view
 
+    with provider.read(session_id) as view, gc_paused():
+        leaf = view.state.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
+        if leaf is not None and leaf not in view.known_ids([leaf]):
+            raise EntryNotFound(f"Entry {leaf} not found in session {session_id}")
+        context = build_context_from_segment(context_entries(view, leaf))
+        state = state_in_view(view, session_id, leaf)
+        leaf_entry: Entry | None = view.entries([leaf])[0] if leaf is not None else None
+    return _with_character_view(context, state, leaf_entry)
+
+
+def roleplay_context_from_path(path: list[Entry]) -> SessionContext:
+    """``build_roleplay_context`` of the root-to-leaf ``path`` (every entry of it in hand)."""
+    return _with_character_view(build_context_from_path(path), reduce_branch(path), path[-1] if path else None)
+
+
+def _with_character_view(context: SessionContext, state: RoleplayState, leaf: Entry | None) -> SessionContext:
+    """The session's ``context`` without branch summaries, plus the view of ``state`` (the leaf's time)."""
     messages: list[dict[str, Any]] = []
     source_entry_ids: list[str | None] = []
     removed: list[str] = []
@@ -68,7 +94,7 @@ def build_roleplay_context(
         "stateHash": state["state_hash"],
     }
     # The leaf's time, not now: the same path always gives the same context.
-    timestamp = iso_to_epoch_ms(path[-1].get("timestamp")) if path else None
+    timestamp = iso_to_epoch_ms(leaf.get("timestamp")) if leaf is not None else None
     messages.append(character_view_message(text, details=details, timestamp=timestamp))
     source_entry_ids.append(None)
 

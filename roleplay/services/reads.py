@@ -63,6 +63,15 @@ def _has_roleplay_entries(view: Any) -> bool:
     return bool(keyed_reads.custom_entries(view, schema.ROLEPLAY_CUSTOM_TYPES, limit=1, ordered=False))
 
 
+def state_in_view(
+    view: Any, session_id: str, leaf_entry_id: str | None, character_id: str | None = None
+) -> RoleplayState:
+    """``inspect_state`` inside a read the caller holds (``provider.read``), for
+    reads that build more than the state from the same snapshot (the roleplay
+    context)."""
+    return _reduce_at(view, session_id, leaf_entry_id, character_id)
+
+
 def _reduce_at(view: Any, session_id: str, leaf_entry_id: str | None, character_id: str | None) -> RoleplayState:
     """``reduce_branch`` of the path to ``leaf_entry_id``, read lazily: by key
     (``_reduce_keyed``) where the path facts allow, else the walked path's
