@@ -397,14 +397,15 @@ def _hiding_lines(row: AgentSession, entry_id: str) -> list[str]:
 def preview_hide(row: AgentSession, data: dict[str, Any]) -> Preview:
     provider = _provider(row)
     notice = data.get("notice") or services.moderation.DEFAULT_NOTICE
-    path = provider.get_active_path(row.session_id)
-    on_path = any(entry.get("id") == data["entry_id"] for entry in path)
+    on_path, hidden = services.moderation.hiding_on_active_path(
+        session_id=row.session_id, entry_id=data["entry_id"], provider=provider
+    )
     if not on_path:
         return Preview(
             [f"{data['entry_id']} is not on the active branch: switch the leaf to a branch through it first."],
             possible=False,
         )
-    if services.moderation.hidden_on_path(path, data["entry_id"]):
+    if hidden:
         return Preview([f"{data['entry_id']} is already hidden from the model on the active branch."], possible=False)
     return Preview(
         [
@@ -433,8 +434,10 @@ def run_hide(request: HttpRequest, row: AgentSession, data: dict[str, Any]) -> O
 
 def preview_unhide(row: AgentSession, data: dict[str, Any]) -> Preview:
     provider = _provider(row)
-    path = provider.get_active_path(row.session_id)
-    if not services.moderation.hidden_on_path(path, data["entry_id"]):
+    _on_path, hidden = services.moderation.hiding_on_active_path(
+        session_id=row.session_id, entry_id=data["entry_id"], provider=provider
+    )
+    if not hidden:
         return Preview([f"{data['entry_id']} is not hidden from the model on the active branch."], possible=False)
     return Preview(
         [

@@ -94,6 +94,33 @@ def ancestor_at(view: StoredView, entry_id: str, depth: int) -> str | None:
     return ids[depth] if depth < len(ids) else None
 
 
+def on_path(view: StoredView, leaf_id: str | None, ids: Collection[str]) -> set[str] | None:
+    """Which of ``ids`` lie on the root-to-``leaf_id`` path (the leaf itself
+    included), by the path facts: an entry at depth ``d`` is on it when the
+    leaf's ancestor at ``d`` is that entry (O(log depth) each). Ids the
+    session does not hold are not on it. ``None`` when the facts cannot say
+    (a storage without them, facts that are not exact): read the path."""
+    if leaf_id is None:
+        return set()
+    if getattr(view, "entry_facts", None) is None:
+        return None
+    wanted = list(dict.fromkeys(ids))
+    facts = entry_facts(view, [leaf_id, *wanted])
+    leaf = facts.get(leaf_id)
+    if leaf is None or not leaf.exact:
+        return None
+    found: set[str] = set()
+    for entry_id in wanted:
+        own = facts.get(entry_id)
+        if own is None:
+            continue
+        if not own.exact:
+            return None
+        if own.depth <= leaf.depth and ancestor_at(view, leaf_id, own.depth) == entry_id:
+            found.add(entry_id)
+    return found
+
+
 def path_entries(view: StoredView, entry_id: str, top: int, bottom: int) -> list[Entry] | None:
     """The entries at depths ``top``..``bottom`` (inclusive, root first) of
     ``entry_id``'s path, ``bottom`` not below the entry: reached by the path

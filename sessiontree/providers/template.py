@@ -58,7 +58,7 @@ from sessiontree.core.pi_session_file import encode_entry_line, gc_paused, new_s
 from sessiontree.core.snapshot import build_snapshot
 from sessiontree.core.types import UNSET, Entry, SessionContext, SessionSnapshot, SessionTreeSession, Unset
 
-from . import meta, search_index
+from . import keyed_reads, meta, search_index
 from .one_step import OneStepWrites
 from .port import (
     EntryErasure,
@@ -164,6 +164,21 @@ class SessionWriter:
     def active_path(self, leaf_entry_id: str | None | Unset = UNSET) -> list[Entry]:
         leaf = self.leaf_entry_id if isinstance(leaf_entry_id, Unset) else leaf_entry_id
         return read_path(self._txn, leaf)
+
+    def entry_on_active_path(self, entry_id: str) -> Entry | None:
+        """The entry ``entry_id`` when it lies on the active path, else
+        ``None``: by the path facts (O(log depth)) where they can say, else
+        from the whole path."""
+        found = keyed_reads.on_path(self._txn, self.leaf_entry_id, [entry_id])
+        if found is None:
+            return next((e for e in self.active_path() if e.get("id") == entry_id), None)
+        return self._txn.get(entry_id) if entry_id in found else None
+
+    @property
+    def view(self) -> StoredView:
+        """The session as this unit sees it (its own steps included), for
+        reads by key (``keyed_reads``) instead of whole paths."""
+        return self._txn
 
     # --- checks (one order for every storage) -------------------------------------
     def check_writable(self) -> None:
@@ -302,7 +317,7 @@ class SessionWriter:
         active path: the target must be on it and be a message the model sees.
         A string given for an assistant or tool result becomes one text block,
         as those roles need block lists."""
-        target = next((e for e in self.active_path() if e.get("id") == target_id), None)
+        target = self.entry_on_active_path(target_id)
         if target is None:
             raise EntryNotFound(f"Entry {target_id} is not on the active path of session {self.session_id}")
         role = message_of(target).get("role") if target.get("type") == "message" else None

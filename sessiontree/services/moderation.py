@@ -18,7 +18,7 @@ across sessions) lives in ``services/search.py`` and is re-exported here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
@@ -29,9 +29,10 @@ from sessiontree.core.entries import message_of
 from sessiontree.core.errors import CONFLICT, BadInput, EntryNotFound, LeafConflict, SessionNotFound, SessionTreeError
 from sessiontree.core.types import UNSET, Entry, Unset
 from sessiontree.models import ModerationFlag
-from sessiontree.providers import db_errors
+from sessiontree.providers import db_errors, keyed_reads
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
+from sessiontree.providers.port import StoredView
 from sessiontree.providers.template import SessionWriter
 
 from .audit import Actor, check_channel, entry_ids, record
@@ -78,9 +79,8 @@ class NotAMessage(SessionTreeError):
 MODEL_VISIBLE_ROLES = ("user", "assistant", "toolResult")
 
 
-def _hideable_on(path: Sequence[Entry], entry_id: str, session_id: str, get_entry: Any) -> Entry:
-    """The entry ``entry_id`` when it is on ``path`` (the active path) and a message the model sees."""
-    target = next((entry for entry in path if entry.get("id") == entry_id), None)
+def _hideable(target: Entry | None, entry_id: str, session_id: str, get_entry: Any) -> Entry:
+    """``target`` (the entry ``entry_id`` when it is on the active path) when it is a message the model sees."""
     if target is None:
         get_entry(entry_id)  # EntryNotFound for an id the session does not hold
         raise EntryNotFound(f"Entry {entry_id} is not on the active path of session {session_id}")
@@ -92,9 +92,27 @@ def _hideable_on(path: Sequence[Entry], entry_id: str, session_id: str, get_entr
     return target
 
 
-def _check_hideable(writer: SessionWriter, entry_id: str) -> None:
-    """``entry_id`` is on the active path and a message the model sees."""
-    _hideable_on(writer.active_path(), entry_id, writer.session_id, writer.get_entry)
+def _target_and_edits(
+    view: StoredView, leaf: str | None, entry_id: str, whole_path: Callable[[], list[Entry]]
+) -> tuple[Entry | None, list[Entry]]:
+    """``entry_id``'s entry when it lies on the path to ``leaf`` (else
+    ``None``), and the ``context_edit`` entries aimed at it on that path,
+    root first: by key (the edits aimed at it, which of them lie on the path
+    by the path facts), or from ``whole_path()`` where the facts cannot say."""
+    edits = keyed_reads.entries_targeting(view, entry_id, ("context_edit",))
+    found = keyed_reads.on_path(view, leaf, [entry_id, *(edit["id"] for edit in edits)])
+    if found is None:
+        path = whole_path()
+        target = next((entry for entry in path if entry.get("id") == entry_id), None)
+        return target, [e for e in path if e.get("type") == "context_edit" and e.get("targetId") == entry_id]
+    target = view.get(entry_id) if entry_id in found else None
+    return target, [edit for edit in edits if edit["id"] in found]
+
+
+def _check_hideable(writer: SessionWriter, entry_id: str) -> tuple[Entry, bool]:
+    """``entry_id`` is on the active path and a message the model sees; whether that path hides it now."""
+    target, edits = _target_and_edits(writer.view, writer.leaf_entry_id, entry_id, writer.active_path)
+    return _hideable(target, entry_id, writer.session_id, writer.get_entry), _hidden_by(target, edits)
 
 
 def check_hide(
@@ -116,9 +134,10 @@ def check_hide(
     leaf = session["leaf_entry_id"]
     if not isinstance(expected_leaf_id, Unset) and expected_leaf_id != leaf:
         raise LeafConflict(f"Leaf of session {session_id} is {leaf!r}, not the expected {expected_leaf_id!r}")
-    path = provider.get_active_path(session_id, leaf)
-    target = _hideable_on(path, entry_id, session_id, lambda entry: provider.get_entry(session_id, entry))
-    hidden = hidden_on_path(path, entry_id)
+    with provider.read(session_id) as view:
+        found, edits = _target_and_edits(view, leaf, entry_id, lambda: provider.get_active_path(session_id, leaf))
+    target = _hideable(found, entry_id, session_id, lambda entry: provider.get_entry(session_id, entry))
+    hidden = _hidden_by(found, edits)
     if unhide and not hidden:
         raise NotHidden(f"Entry {entry_id} is not hidden on the active branch of session {session_id}")
     return target, hidden
@@ -379,20 +398,33 @@ def hidden_on_path(path: Sequence[Entry], entry_id: str) -> bool:
     """Whether the latest ``context_edit`` of ``entry_id`` on ``path`` hides it
     (omits it, or replaces its content with something else)."""
     target = next((entry for entry in path if entry.get("id") == entry_id), None)
-    if target is None:
+    edits = [entry for entry in path if entry.get("type") == "context_edit" and entry.get("targetId") == entry_id]
+    return _hidden_by(target, edits)
+
+
+def _hidden_by(target: Entry | None, edits: Sequence[Entry]) -> bool:
+    """Whether the last of ``edits`` (the context edits aimed at ``target`` on
+    a path, root first) hides it: omits it, or replaces its content."""
+    if target is None or not edits:
         return False
     original = target.get("content") if target.get("type") == "custom_message" else message_of(target).get("content")
-    latest: Entry | None = None
-    for entry in path:
-        if entry.get("type") == "context_edit" and entry.get("targetId") == entry_id:
-            latest = entry
-    if latest is None:
-        return False
-    replacement = latest.get("replacement")
+    replacement = edits[-1].get("replacement")
     if replacement is None:
         return True
     content = replacement.get("content") if isinstance(replacement, dict) else None
     return bool(content != original)
+
+
+def hiding_on_active_path(
+    *, session_id: str, entry_id: str, provider: SessionTreeProvider | None = None
+) -> tuple[bool, bool]:
+    """(whether ``entry_id`` lies on the active path, whether that path hides
+    it now), read by key where the path facts can say (a read, nothing written)."""
+    provider = _provider(provider, session_id)
+    with provider.read(session_id) as view:
+        leaf = view.state.leaf_entry_id
+        target, edits = _target_and_edits(view, leaf, entry_id, lambda: provider.get_active_path(session_id, leaf))
+    return target is not None, _hidden_by(target, edits)
 
 
 @idempotent(Operation.HIDE_ENTRY)
@@ -450,8 +482,8 @@ def unhide_entry(
     provider = _provider(provider, session_id)
 
     def work(writer: SessionWriter) -> Entry:
-        _check_hideable(writer, entry_id)
-        if not hidden_on_path(writer.active_path(), entry_id):
+        _target, hidden = _check_hideable(writer, entry_id)
+        if not hidden:
             raise NotHidden(f"Entry {entry_id} is not hidden on the active branch of session {session_id}")
         return writer.append_context_edit(entry_id, {"content": _original_content(writer, entry_id)})
 
@@ -492,6 +524,7 @@ __all__ = [
     "flags_of_entry",
     "hidden_on_path",
     "hide_entry",
+    "hiding_on_active_path",
     "list_flags",
     "open_flag_counts",
     "open_flags_of",
