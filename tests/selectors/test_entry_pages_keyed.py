@@ -14,6 +14,7 @@ import pytest
 from sessiontree.core.errors import EntryNotFound
 from sessiontree.providers import keyed_reads
 from sessiontree.selectors.entries import entry_page_at
+from tests.whole_reads import whole_reads_refused
 
 pytestmark = pytest.mark.django_db
 
@@ -129,39 +130,11 @@ def test_after_starts_after_the_entry_whatever_its_type(any_provider):
         entry_page_at(any_provider, "s", limit=5, after="nope")
 
 
-class WholeRefused:
-    """A view whose whole-session reads fail the test."""
-
-    def __init__(self, view: Any) -> None:
-        self._view = view
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._view, name)
-
-    def parents(self) -> Any:
-        raise AssertionError("the whole skeleton was read")
-
-    def all_entries(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("every entry of a type was read")
-
-
 def test_the_projects_storages_page_by_key(provider, monkeypatch):
     entries = mixed_tree(8, 300)
     provider.create_session(session_id="s", entries=entries)
-    original = provider.read
-
-    class Read:
-        def __init__(self, session_id: str) -> None:
-            self.inner = original(session_id)
-
-        def __enter__(self) -> WholeRefused:
-            return WholeRefused(self.inner.__enter__())
-
-        def __exit__(self, *exc: Any) -> Any:
-            return self.inner.__exit__(*exc)
-
-    monkeypatch.setattr(provider, "read", Read)
-    for types in TYPE_SETS:
-        want = [e["id"] for e in entries if types is None or e["type"] in types]
-        assert pages(provider, types, 40) == want
-        assert pages(provider, types, 40, backward=True) == want
+    with whole_reads_refused(provider, monkeypatch):
+        for types in TYPE_SETS:
+            want = [e["id"] for e in entries if types is None or e["type"] in types]
+            assert pages(provider, types, 40) == want
+            assert pages(provider, types, 40, backward=True) == want

@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from sessiontree.core.errors import EntryNotFound
 from sessiontree.selectors import nested_tree as nt
+from tests.whole_reads import whole_reads_refused
 
 pytestmark = pytest.mark.django_db
 
@@ -45,39 +46,10 @@ def bushy_tree(seed: int, count: int) -> list[dict]:
     return entries
 
 
-class WholeRefused:
-    """A view whose whole-session reads fail the test: only reads by key may be used."""
-
-    def __init__(self, view: Any) -> None:
-        self._view = view
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._view, name)
-
-    def parents(self) -> Any:
-        raise AssertionError("the whole skeleton was read")
-
-    def all_entries(self, *args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("every entry of a type was read")
-
-
 def keyed(provider, monkeypatch, **kwargs):
     """``nested_tree`` with the window read by key, the whole-session reads refused."""
-    original = provider.read
-
-    class Read:
-        def __init__(self, session_id: str) -> None:
-            self.inner = original(session_id)
-
-        def __enter__(self) -> WholeRefused:
-            return WholeRefused(self.inner.__enter__())
-
-        def __exit__(self, *exc: Any) -> Any:
-            return self.inner.__exit__(*exc)
-
-    with monkeypatch.context() as patch:
+    with monkeypatch.context() as patch, whole_reads_refused(provider, monkeypatch):
         patch.setattr(nt, "KEYED_FROM", 0)
-        patch.setattr(provider, "read", Read)
         return nt.nested_tree(provider, "s", **kwargs)
 
 
