@@ -62,6 +62,7 @@ from .services.reads import (
     list_checkpoints,
     list_reviews,
     review_queue,
+    state_in_view,
 )
 from .services.writes import amend_review, archive, correct_state, create_checkpoint, decide_review, repair_turn
 
@@ -102,4 +103,5 @@ __all__ = [
     "register_hooks",
     "repair_turn",
     "review_queue",
+    "state_in_view",
 ]

@@ -38,8 +38,11 @@ from sessiontree.core.context_builder import UNSET
 from sessiontree.core.errors import SessionTreeError
 from sessiontree.core.types import Entry
 from sessiontree.models import AgentSession
+from sessiontree.providers import keyed_reads
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
+from sessiontree.selectors import entry_context
+from sessiontree.selectors.entry_context import recent_tips
 from sessiontree.selectors.tree_window import read_skeleton
 
 from .. import service
@@ -70,21 +73,36 @@ def holds_roleplay(entries: Iterable[Entry | None], row: AgentSession) -> bool:
 
 @dataclass
 class Tips:
-    """The branch tips (suggested entries to look at or compare) and the active path."""
+    """The branch tips (suggested entries to look at or compare) and whether
+    the entry looked at lies on the active path."""
 
     leaf_entry_id: str | None
     tips: list[dict[str, Any]]
-    active: frozenset[str]
+    at_on_active_path: bool = True
 
 
-def read_tips(provider: SessionTreeProvider, session_id: str) -> Tips:
-    """The session's branch tips (append order) and active path, from the tree
-    page's skeleton (whose leaf-independent shape is kept per process)."""
+def read_tips(provider: SessionTreeProvider, session_id: str, at: str | None = None) -> Tips:
+    """The session's branch tips (``TIPS_SHOWN`` at most, append order) and
+    whether ``at`` lies on the active path. A session longer than
+    ``TIPS_SCAN`` entries is read by key (issue 23): its latest tips among its
+    last ``TIPS_SCAN`` entries, and ``at``'s place by the path facts. A
+    shorter one (whose scan would read all of it anyway), or one whose
+    storage keeps no path facts, lays out the tree page's skeleton instead
+    (its shape kept per process): its first tips."""
     with provider.read(session_id) as view:
-        skeleton = read_skeleton(view)
-    leaf = skeleton.leaf_entry_id
-    tips = [{"id": tip, "is_leaf": tip == leaf} for tip in skeleton.tips[:TIPS_SHOWN]]
-    return Tips(leaf, tips, skeleton.active)
+        leaf = view.state.leaf_entry_id
+        recent = recent_tips(view, TIPS_SHOWN) if view.state.entry_count > entry_context.TIPS_SCAN else None
+        on_path: set[str] | None = {at} if at is not None and at == leaf else None
+        if at is not None and recent is not None and on_path is None:
+            on_path = keyed_reads.on_path(view, leaf, [at])
+        if recent is None or (at is not None and on_path is None):
+            skeleton = read_skeleton(view)
+            shown = skeleton.tips[:TIPS_SHOWN] if recent is None else recent
+            at_on_path = at in skeleton.active if at is not None else True
+        else:
+            shown = recent
+            at_on_path = on_path is None or at in on_path
+    return Tips(leaf, [{"id": tip, "is_leaf": tip == leaf} for tip in shown], at_on_path)
 
 
 def shown_rows(rows: list[Any], *, everything: bool = False) -> list[dict[str, Any]]:
@@ -545,7 +563,7 @@ class RoleplayPages:
                 max_events=EVENTS_SHOWN,
                 max_memories=EVENTS_SHOWN,
             )
-            tips = read_tips(provider, row.session_id)
+            tips = read_tips(provider, row.session_id, at=detail["leaf_entry_id"])
         except SessionTreeError as exc:
             if exc.http_status == 404:
                 raise Http404(str(exc)) from exc
@@ -623,7 +641,7 @@ class RoleplayPages:
             "turns": turns,
             "identity": detail["identity"],
             "tips": tips.tips,
-            "on_active_path": detail["leaf_entry_id"] in tips.active if detail["leaf_entry_id"] else True,
+            "on_active_path": tips.at_on_active_path,
             "acting": acting,
             "writable": writable,
             "expected_leaf": expected_leaf,

@@ -908,6 +908,25 @@ class FileView:
         found += [pair for pair in on_top if pair[0] >= start][: limit - len(found)]
         return found
 
+    def latest_tips(self, limit: int, scan: int) -> list[tuple[int, str]]:
+        """``keyed_reads.latest_tips``: the index's children flags, from the end."""
+        index = self.index
+        top = [entry for entry_id, entry in self._top().items() if entry_id not in index.position]
+        count = len(index)
+        # Entries on top of the file: the last of them has no child; the others are parents of the next.
+        found: list[tuple[int, str]] = []
+        parents_on_top = {entry.get("parentId") for entry in top}
+        for n in range(len(top) - 1, -1, -1):
+            if len(found) < limit and top[n]["id"] not in parents_on_top:
+                found.append((count + n, top[n]["id"]))
+        has_child, ids = index.has_child, index.ids
+        for at in range(count - 1, max(count - max(scan - len(top), 0), 0) - 1, -1):
+            if len(found) >= limit:
+                break
+            if not has_child[at] and ids[at] not in parents_on_top:
+                found.append((at, ids[at]))
+        return found
+
     def _positions(self, begin: int, end: int, wanted: set[str] | None) -> list[int]:
         """The positions ``begin`` … ``end - 1`` of the index whose type is ``wanted`` (all with ``None``)."""
         if wanted is None:

@@ -28,6 +28,7 @@ may answer ``None`` for "ask the generic way":
 - ``ids_in_order(start, limit, types=None, before=False) -> list[tuple[int, str]]``
 - ``entries_in_order(start, limit, types=None, before=False) -> list[tuple[int, Entry]]``
 - ``position_of(entry_id) -> int | None``
+- ``latest_tips(limit, scan) -> list[tuple[int, str]]``
 """
 
 from __future__ import annotations
@@ -377,3 +378,18 @@ def position_of(view: StoredView, entry_id: str) -> int | None:
         if known == entry_id:
             return at
     return None
+
+
+def latest_tips(view: StoredView, limit: int, scan: int) -> list[tuple[int, str]]:
+    """``(position, id)`` of up to ``limit`` branch tips (entries without
+    children) among the session's last ``scan`` entries, the latest first.
+    Generic: the last ``scan`` ids in order, then their children."""
+    if limit <= 0 or scan <= 0:
+        return []
+    own = getattr(view, "latest_tips", None)
+    found: list[tuple[int, str]] | None = own(limit, scan) if own is not None else None
+    if found is not None:
+        return found
+    pairs = ids_in_order(view, 10**18, scan, before=True)
+    children = children_of(view, [entry_id for _, entry_id in pairs])
+    return [pair for pair in reversed(pairs) if not children.get(pair[1])][:limit]

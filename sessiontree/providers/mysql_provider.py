@@ -534,6 +534,17 @@ def _order_sql(columns: str, index: str, type_filter: str, before: bool) -> str:
     )
 
 
+# The latest branch tips among the session's last rows (``latest_tips``): the
+# last ``scan`` seqs (the session's highest seq less ``scan``, one probe of the
+# index), each row kept when no row names it as its parent.
+_LATEST_TIPS_SQL = (
+    f"SELECT e.{_S('entry_seq')}, e.{_S('entry_id')} FROM {rows.TABLE} e "
+    f"WHERE e.{rows.SESSION_COLUMN} = %s AND e.{_S('entry_seq')} > "
+    f"(SELECT COALESCE(MAX(m.{_S('entry_seq')}), 0) FROM {rows.TABLE} m WHERE m.{rows.SESSION_COLUMN} = %s) - %s "
+    f"AND NOT EXISTS (SELECT 1 FROM {rows.TABLE} c WHERE c.{rows.SESSION_COLUMN} = e.{rows.SESSION_COLUMN} "
+    f"AND c.{_S('parent_entry_id')} = e.{_S('entry_id')}) "
+    f"ORDER BY e.{_S('entry_seq')} DESC LIMIT %s"
+)
 # Rows at most that ``subtrees`` reads from the earliest branch on, before walking down by parent instead.
 TAIL_SCAN = 5000
 _CHILDREN_OF_SQL = (
@@ -929,6 +940,15 @@ class MySQLView:
                 found += [(int(row[0]), row[1:]) for row in cursor.fetchall()]
         found.sort(key=lambda pair: pair[0])
         return found[-limit:] if before else found[:limit]
+
+    def latest_tips(self, limit: int, scan: int) -> list[tuple[int, str]]:
+        """``keyed_reads.latest_tips`` in one statement: the last ``scan`` rows
+        by ``entry_skeleton_idx``, each kept when ``entry_parent_idx`` names no
+        child of it."""
+        key = self.state.session_id
+        with connection.cursor() as cursor:
+            cursor.execute(_LATEST_TIPS_SQL, [key, key, scan, limit])
+            return [(int(seq), str(entry_id)) for seq, entry_id in cursor.fetchall()]
 
     def position_of(self, entry_id: str) -> int | None:
         """``keyed_reads.position_of``: the row's ``entry_seq``."""

@@ -351,6 +351,23 @@ def compare_leaves(provider: SessionTreeProvider, session_id: str, a: str, b: st
     )
 
 
+# --- the latest branch tips, by key ---------------------------------------------------------
+
+TIPS_SCAN = 5_000
+
+
+def recent_tips(view: Any, limit: int, *, scan: int | None = None) -> list[str] | None:
+    """Up to ``limit`` branch tips (entries without children) among the
+    session's last ``scan`` entries (``TIPS_SCAN``), the latest ones, in
+    append order, by key (``keyed_reads.latest_tips``: one statement on
+    ``mysql``), whatever the session's length. ``None`` for a storage without
+    path facts (the caller reads the whole shape)."""
+    if getattr(view, "entry_facts", None) is None:
+        return None
+    found = keyed_reads.latest_tips(view, limit, TIPS_SCAN if scan is None else scan)
+    return [entry_id for _, entry_id in sorted(found)]
+
+
 # --- branch tips, named ----------------------------------------------------------------------
 
 TIPS_NAMED = 200

@@ -100,6 +100,12 @@ def check(view, entries: list[dict]) -> None:
                     assert list(part) == [i for i in full if i in part]
     assert keyed_reads.children_of(view, ["nope"]) == {"nope": []}
     assert keyed_reads.subtree(view, "nope") == {}
+    # The latest branch tips among the last entries, latest first (positions as ids_in_order gives them).
+    positions = dict((entry_id, at) for at, entry_id in keyed_reads.ids_in_order(view, 0, len(order) + 1))
+    tips = [i for i in reversed(order) if not children[i]]
+    for limit, scan in ((1, 1), (3, 10), (5, 60), (10_000, 10_000)):
+        want = [(positions[i], i) for i in tips if i in set(order[-scan:])][:limit]
+        assert keyed_reads.latest_tips(view, limit, scan) == want, (limit, scan)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -401,3 +401,58 @@ def test_turn_results_far_from_the_root_are_found_without_custom_entries(provide
             expected = reduce_branch(get_path_to_leaf(entries, last), character)
             assert inspect_state(provider, "late-turns", character_id=character) == expected
     assert inspect_state(provider, "late-turns")["revision"] == 3
+
+
+def test_the_state_pages_tips_are_read_by_key(provider, monkeypatch):
+    """The roleplay state and diff pages' suggested tips of a session longer
+    than ``TIPS_SCAN`` entries: the branch tips among its last ``TIPS_SCAN``
+    entries (append order; the latest ``TIPS_SHOWN`` of them), read by key,
+    and whether the entry looked at lies on the active path by the path
+    facts: what the whole shape says of those entries."""
+    from roleplay.admin import pages
+    from sessiontree.selectors import entry_context
+    from sessiontree.selectors.tree_window import clear_shape_cache, read_skeleton
+    from tests.whole_reads import whole_reads_refused
+
+    monkeypatch.setattr(entry_context, "TIPS_SCAN", 1000)  # the session is longer: read by key
+    entries = long_roleplay_session(1500)
+    provider.create_session(session_id="tips", entries=entries)
+    path_ids = {e["id"] for e in get_path_to_leaf(entries, entries[-1]["id"])}
+    off_path = next(e["id"] for e in entries if e["id"] not in path_ids)
+    clear_shape_cache()
+    with provider.read("tips") as view:
+        skeleton = read_skeleton(view)
+    assert pages.read_tips(provider, "tips").tips[-1]["is_leaf"]
+    with whole_reads_refused(provider, monkeypatch):
+        for at in (None, entries[-1]["id"], entries[700]["id"], off_path, "nope"):
+            tips = pages.read_tips(provider, "tips", at=at)
+            assert [tip["id"] for tip in tips.tips] == [
+                t for t in skeleton.tips if t in {e["id"] for e in entries[-1000:]}
+            ]
+            assert tips.at_on_active_path == (at in skeleton.active if at is not None else True)
+            assert tips.tips[-1] == {"id": entries[-1]["id"], "is_leaf": True}
+    # More tips than shown, or a scan that stops early: the latest of those read.
+    monkeypatch.setattr(pages, "TIPS_SHOWN", 3)
+    with whole_reads_refused(provider, monkeypatch):
+        assert [tip["id"] for tip in pages.read_tips(provider, "tips").tips] == skeleton.tips[-3:]
+        with provider.read("tips") as view:
+            assert entry_context.recent_tips(view, 50, scan=200) == [
+                tip for tip in skeleton.tips if tip in {e["id"] for e in entries[-200:]}
+            ]
+
+
+def test_the_state_pages_tips_cost_the_same_statements_past_the_scan(provider, monkeypatch):
+    from roleplay.admin import pages
+    from sessiontree.selectors import entry_context
+
+    monkeypatch.setattr(entry_context, "TIPS_SCAN", 500)
+    provider.create_session(session_id="short", entries=long_roleplay_session(1000))
+    provider.create_session(session_id="long", entries=long_roleplay_session(4000))
+    counts = []
+    for session_id, at in (("short", "r00003e8"), ("long", "r0000fa0")):
+        pages.read_tips(provider, session_id)  # warm: the file index
+        with CaptureQueriesContext(connection) as queries:
+            tips = pages.read_tips(provider, session_id, at=at)
+        assert tips.tips and tips.at_on_active_path is False
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
