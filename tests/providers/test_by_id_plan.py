@@ -24,7 +24,7 @@ def plan(sql: str) -> str:
         cursor.execute(f"EXPLAIN {sql}")
         columns = [c[0] for c in cursor.description]
         found = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
-        return " | ".join(f"key={row['key']} extra={row.get('Extra')}" for row in found)
+        return " | ".join(f"key={row['key']} type={row.get('type')} extra={row.get('Extra')}" for row in found)
 
 
 def test_entries_by_id_use_the_id_key(tmp_path):
@@ -90,3 +90,24 @@ def test_pages_in_append_order_read_a_range_of_an_index(tmp_path):
         explained = plan(sql)
         assert index in explained, explained
         assert "TEMP B-TREE" not in explained and "filesort" not in explained.lower(), explained
+
+
+def test_the_latest_tips_read_the_last_rows_and_probe_each_ones_children(tmp_path):
+    """``latest_tips``: a range of the session's last seqs and, per row, one
+    probe of ``entry_parent_idx`` for a child; no scan of the session."""
+    from sessiontree.providers import keyed_reads
+
+    provider = make_provider("mysql", tmp_path)
+    entries = long_session(3000)
+    provider.create_session(session_id="s", entries=entries)
+    with provider.read("s") as view, CaptureQueriesContext(connection) as captured:
+        tips = keyed_reads.latest_tips(view, 5, 200)
+    assert tips and tips[0][1] == entries[-1]["id"]
+    (sql,) = [q["sql"] for q in captured.captured_queries if "NOT EXISTS" in q["sql"]]
+    explained = plan(sql)
+    if connection.vendor == "sqlite":
+        assert "SCAN e" not in explained and "SCAN c" not in explained, explained
+        assert "entry_parent_idx" in explained, explained
+    else:
+        assert "entry_parent_idx" in explained, explained
+        assert "type=ALL" not in explained, explained
