@@ -27,7 +27,7 @@ from sessiontree.providers import keyed_reads
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.template import context_entries, read_path
 
-from .tree_window import NAME_LOOKAHEAD, read_shape, read_skeleton
+from .tree_window import KEYED_FROM, NAME_LOOKAHEAD, read_shape, read_skeleton
 
 # Context steps shown in full at most; longer contexts show their two ends.
 MAX_STEPS = 400
@@ -241,8 +241,11 @@ class LeafComparison:
 
 
 def _side(leaf_entry_id: str, path: list[Entry], common_index: int) -> BranchSide:
-    context = build_context_from_path(path)
-    divergent = path[common_index + 1 :]
+    return _side_of(leaf_entry_id, build_context_from_path(path), path[common_index + 1 :], len(path) - 1)
+
+
+def _side_of(leaf_entry_id: str, context: SessionContext, divergent: list[Entry], depth: int) -> BranchSide:
+    """One side of a comparison: the context at its leaf and its entries after the common ancestor."""
     divergent_tokens = sum(estimate_tokens(message) for e in divergent if (message := entry_to_message(e)) is not None)
     usage = estimate_context_tokens(context["messages"])
     return BranchSide(
@@ -253,7 +256,7 @@ def _side(leaf_entry_id: str, path: list[Entry], common_index: int) -> BranchSid
         divergent_tokens=divergent_tokens,
         messages=len(context["messages"]),
         usage=usage,
-        depth=len(path) - 1,
+        depth=depth,
     )
 
 
@@ -320,8 +323,16 @@ def _pair_by_kind(a: Sequence[Entry], b: Sequence[Entry]) -> Iterator[tuple[Entr
 
 
 def compare_leaves(provider: SessionTreeProvider, session_id: str, a: str, b: str) -> LeafComparison:
-    """Where the paths to ``a`` and ``b`` part, what each has since, and what each costs."""
+    """Where the paths to ``a`` and ``b`` part, what each has since, and what each costs.
+
+    From ``KEYED_FROM`` entries on (storages with path facts), read by key
+    (issue 23): the common ancestor's depth by a search over the two paths'
+    ancestors (the jumps), each side's entries after it, each side's context
+    from the entries it needs; not the two whole paths."""
     with provider.read(session_id) as view:
+        keyed = _compare_by_key(view, session_id, a, b)
+        if keyed is not None:
+            return keyed
         parent = read_shape(view).parent
         for entry_id in (a, b):
             if entry_id not in parent:
@@ -337,18 +348,112 @@ def compare_leaves(provider: SessionTreeProvider, session_id: str, a: str, b: st
         by_id = dict(zip(wanted, view.entries(wanted), strict=True))
     entries_a = [by_id[entry_id] for entry_id in path_a]
     entries_b = [by_id[entry_id] for entry_id in path_b]
-    side_a = _side(a, entries_a, common_index)
-    side_b = _side(b, entries_b, common_index)
-    rows = align_branches(side_a.entries, side_b.entries, a_depth=common_index, b_depth=common_index)
     common_id = path_a[common_index] if common_index >= 0 else None
+    return _comparison(
+        _side(a, entries_a, common_index),
+        _side(b, entries_b, common_index),
+        common_index,
+        common_id,
+        by_id[common_id] if common_id is not None else None,
+    )
+
+
+def _comparison(
+    side_a: BranchSide, side_b: BranchSide, common_index: int, common_id: str | None, common: Entry | None
+) -> LeafComparison:
+    rows = align_branches(side_a.entries, side_b.entries, a_depth=common_index, b_depth=common_index)
     return LeafComparison(
         common_ancestor_id=common_id,
-        common_ancestor=by_id[common_id] if common_id is not None else None,
+        common_ancestor=common,
         common_depth=common_index,
         a=side_a,
         b=side_b,
         rows=rows,
     )
+
+
+def _compare_by_key(view: Any, session_id: str, a: str, b: str) -> LeafComparison | None:
+    """``compare_leaves`` read by key, ``None`` where the facts cannot say."""
+    if getattr(view, "entry_facts", None) is None or view.state.entry_count < KEYED_FROM:
+        return None
+    facts = keyed_reads.entry_facts(view, [a, b])
+    for entry_id in (a, b):
+        if entry_id not in facts:
+            if entry_id in view.known_ids([entry_id]):
+                return None  # held without facts (an entry in flight): the whole shape says
+            raise EntryNotFound(f"Entry {entry_id} not found in session {session_id}")
+    fa, fb = facts[a], facts[b]
+    if not (fa.exact and fb.exact):
+        return None
+    common = _common_depth(view, a, fa.depth, b, fb.depth)
+    if common is None:
+        return None
+    sides = []
+    for entry_id, own in ((a, fa), (b, fb)):
+        divergent = keyed_reads.path_entries(view, entry_id, common + 1, own.depth) if own.depth > common else []
+        if divergent is None:
+            return None
+        context = build_context_from_segment(context_entries(view, entry_id))
+        sides.append(_side_of(entry_id, context, divergent, own.depth))
+    common_id = keyed_reads.ancestor_at(view, a, common) if common >= 0 else None
+    if common >= 0 and common_id is None:
+        return None
+    common_entry = view.entries([common_id])[0] if common_id is not None else None
+    return _comparison(sides[0], sides[1], common, common_id, common_entry)
+
+
+def _common_depth(view: Any, a: str, depth_a: int, b: str, depth_b: int) -> int | None:
+    """The depth of the deepest common ancestor of ``a`` and ``b`` (-1: none,
+    two roots), found from the bottom: the first depth up where the two
+    paths agree by a galloping then binary search (a tree's paths agree above
+    their common ancestor and differ below it), each probe two reads of an
+    ancestor by the jumps. ``None`` when an ancestor cannot be read."""
+    cache: dict[tuple[str, int], str | None] = {}
+
+    def ancestor(entry_id: str, depth: int) -> str | None:
+        key = (entry_id, depth)
+        if key not in cache:
+            cache[key] = keyed_reads.ancestor_at(view, entry_id, depth)
+        return cache[key]
+
+    def agree(depth: int) -> bool | None:
+        x, y = ancestor(a, depth), ancestor(b, depth)
+        if x is None or y is None:
+            return None
+        return x == y
+
+    top = min(depth_a, depth_b)
+    # Galloping up from the shallower leaf's depth: where the paths agree.
+    step, high = 1, top
+    low = -1  # the deepest depth known to agree (-1: none yet)
+    while high >= 0:
+        found = agree(high)
+        if found is None:
+            return None
+        if found:
+            low = high
+            break
+        top = high - 1  # every depth from here down differs
+        high -= step
+        step *= 2
+    if low < 0 and high < 0:
+        found = agree(0)
+        if found is None:
+            return None
+        if not found:
+            return -1
+        low = 0
+    # The answer lies in [low, top]: the paths agree at ``low`` and differ past ``top``.
+    while low < top:
+        middle = (low + top + 1) // 2
+        found = agree(middle)
+        if found is None:
+            return None
+        if found:
+            low = middle
+        else:
+            top = middle - 1
+    return low
 
 
 # --- the latest branch tips, by key ---------------------------------------------------------

@@ -255,3 +255,38 @@ def test_a_large_folded_branch_is_read_in_part_and_says_so(session, monkeypatch)
     opened = keyed(monkeypatch, lambda: tw.branch_window(provider, "big", path[1], level=1), window=1000, peek=50)
     want = whole(monkeypatch, lambda: tw.branch_window(provider, "big", path[1], level=1))
     assert shape_of(opened.rows) == shape_of(want.rows)
+
+
+def test_two_leaves_compared_by_key_as_from_the_whole_paths(session, monkeypatch):
+    """``compare_leaves`` of a large session: the common ancestor found by
+    the jumps, each side's entries after it and its context by key; the same
+    comparison as from the two whole paths, with the whole shape refused."""
+    from sessiontree.selectors import entry_context as ec
+
+    provider, _ = session
+    path = [e["id"] for e in provider.get_active_path("big")]
+    pairs = [
+        (path[-1], "br0011"),  # the leaf and a branch off an early entry
+        ("br0011", "brx"),  # two branches of one side branch
+        ("brx", "br0003"),  # a tip and its own ancestor
+        (path[-1], path[-1]),  # the same entry
+        (path[400], path[-1]),  # an entry of the line and the leaf
+        ("root-side", path[-1]),
+        (path[-1], "nope"),
+    ]
+
+    def outcome(call):
+        try:
+            return call()
+        except Exception as exc:
+            return (type(exc).__name__, str(exc))
+
+    for a, b in pairs:
+        with monkeypatch.context() as patch:
+            patch.setattr(ec, "KEYED_FROM", 10**9)
+            want = outcome(lambda a=a, b=b: ec.compare_leaves(provider, "big", a, b))
+        with monkeypatch.context() as patch:
+            patch.setattr(ec, "KEYED_FROM", 0)
+            patch.setattr(ec, "read_shape", _refused)
+            got = outcome(lambda a=a, b=b: ec.compare_leaves(provider, "big", a, b))
+        assert got == want, (a, b)
