@@ -44,7 +44,11 @@ to the smallest size's (``1.00`` = it costs the same whatever the history).
 
 Runs on SQLite in a temporary file unless ``DATABASE_URL`` is a mysql:// URL:
 then in its own database ``sessiontree_bench_history`` on that server,
-dropped at the end. Run from the repository root:
+dropped at the end. With ``--workdir DIR`` the files, the SQLite database
+(or the mysql database, not dropped) stay in DIR and a later run with the
+same DIR measures the sessions stored before instead of generating and
+importing them again (the generator is deterministic; each run's appends
+stay). Run from the repository root:
 
     .venv/bin/python bench/bench_history.py [--sizes 1000,10000,100000] [--repeat 5]
     DATABASE_URL=mysql://root@127.0.0.1:3306/x .venv/bin/python bench/bench_history.py
@@ -53,6 +57,7 @@ dropped at the end. Run from the repository root:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -100,8 +105,10 @@ LABELS = {
 }
 
 
-def setup(tmp: str) -> str | None:
-    """Django on a scratch database (production settings: DEBUG off); returns the MySQL database to drop."""
+def setup(tmp: str, *, keep: bool = False) -> str | None:
+    """Django on a scratch database (production settings: DEBUG off); returns
+    the MySQL database to drop (``keep``: an existing one is used as it is,
+    migrated, and kept at the end)."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     os.environ["DJANGO_DEBUG"] = "0"
     os.environ.setdefault("DJANGO_SECRET_KEY", "bench-only-" + "x" * 50)
@@ -119,11 +126,12 @@ def setup(tmp: str) -> str | None:
             user=parts.username or "root",
             password=parts.password or "",
         )
-        connection.cursor().execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
-        connection.cursor().execute(f"CREATE DATABASE {BENCH_DB} CHARACTER SET utf8mb4")
+        if not keep:
+            connection.cursor().execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
+        connection.cursor().execute(f"CREATE DATABASE IF NOT EXISTS {BENCH_DB} CHARACTER SET utf8mb4")
         connection.close()
         os.environ["DATABASE_URL"] = urlunsplit((parts.scheme, parts.netloc, f"/{BENCH_DB}", parts.query, ""))
-        drop = BENCH_DB
+        drop = None if keep else BENCH_DB
     else:
         os.environ.pop("DATABASE_URL", None)
         os.environ["SQLITE_PATH"] = str(Path(tmp) / "bench.sqlite3")
@@ -137,6 +145,27 @@ def setup(tmp: str) -> str | None:
     call_command("migrate", verbosity=0)
     settings.ALLOWED_HOSTS = ["testserver"]
     return drop
+
+
+def generated(path: Path, size: int, **kwargs: Any) -> Any:
+    """``generate``'s session, or the one a ``--workdir`` run made before (its
+    figures kept beside the file; the generator is deterministic)."""
+    from bench.history_sessions import Generated
+
+    facts = path.with_suffix(".json")
+    if path.exists() and facts.exists():
+        kept = orjson.loads(facts.read_bytes())
+        return Generated(**{**kept, "path": path})
+    made = generate(path, size, **kwargs)
+    facts.write_bytes(orjson.dumps({**made.__dict__, "path": str(made.path)}))
+    return made
+
+
+def stored_already(session_id: str) -> bool:
+    """Whether a ``--workdir`` run stored this session before (then it is measured as it is)."""
+    from sessiontree.models import AgentSession
+
+    return AgentSession.objects.filter(session_id=session_id).exists()
 
 
 def import_mysql(path: Path, session_id: str) -> None:
@@ -268,12 +297,22 @@ def main() -> int:
     parser.add_argument("--sizes", default="1000,10000,100000", help="entries per session (default 1000,10000,100000)")
     parser.add_argument("--repeat", type=int, default=5, help="warm runs per figure (default 5)")
     parser.add_argument("--providers", default="file,mysql")
+    parser.add_argument(
+        "--workdir",
+        help="keep the files, the SQLite database or the mysql database here and reuse what an earlier run "
+        "stored (1,000,000 entries take many minutes to generate and import; the appends of each run stay)",
+    )
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")]
     kinds = args.providers.split(",")
     load = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory(prefix="bench-history-") as tmp:
-        drop = setup(tmp)
+    with contextlib.ExitStack() as stack:
+        if args.workdir:
+            tmp = str(Path(args.workdir).resolve())
+            Path(tmp).mkdir(parents=True, exist_ok=True)
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-history-"))
+        drop = setup(tmp, keep=bool(args.workdir))
         try:
             from django.contrib.auth.models import User
             from django.db import connection
@@ -283,7 +322,9 @@ def main() -> int:
 
             print(f"database: {connection.vendor}; {args.repeat} warm runs per figure (median), times in ms")
             print(f"load average {load:.2f} at the start, {os.cpu_count()} CPUs")
-            user = User.objects.create_superuser("bench", "bench@example.com", "bench")
+            user = User.objects.filter(username="bench").first() or User.objects.create_superuser(
+                "bench", "bench@example.com", "bench"
+            )
             client = Client()
             client.force_login(user)
             table: dict[str, dict[int, float]] = {}
@@ -294,8 +335,8 @@ def main() -> int:
             # else the machine does meanwhile should not weigh on one size only).
             stored: list[tuple[int, dict[str, tuple[str, str]], Any]] = []
             for size in sizes:
-                made = generate(Path(tmp) / "sessions" / f"history-{size}.jsonl", size)
-                rp = generate(Path(tmp) / "sessions" / f"roleplay-{size}.jsonl", size, seed=29, roleplay=True)
+                made = generated(Path(tmp) / "sessions" / f"history-{size}.jsonl", size)
+                rp = generated(Path(tmp) / "sessions" / f"roleplay-{size}.jsonl", size, seed=29, roleplay=True)
                 notes.append(
                     f"{size:,}: {made.bytes / 1e6:.1f} MB, {made.compactions} compactions, {made.branches} branch points"
                 )
@@ -305,13 +346,15 @@ def main() -> int:
                     if kind == "file":
                         session_ids[kind] = (made.session_id, rp.session_id)
                         for one in (made, rp):
-                            session_ops.register_file(
-                                session_id=one.session_id, path=one.path, actor="bench", channel="cli"
-                            )
+                            if not stored_already(one.session_id):
+                                session_ops.register_file(
+                                    session_id=one.session_id, path=one.path, actor="bench", channel="cli"
+                                )
                     else:
                         session_ids[kind] = (f"{made.session_id[:-4]}{kind[:4]}", f"{rp.session_id[:-4]}{kind[:4]}")
-                        import_mysql(made.path, session_ids[kind][0])
-                        import_mysql(rp.path, session_ids[kind][1])
+                        for one, session_id in ((made, session_ids[kind][0]), (rp, session_ids[kind][1])):
+                            if not stored_already(session_id):
+                                import_mysql(one.path, session_id)
                     notes.append(f"  {kind} {size:,}: both stored in {time.perf_counter() - started:.1f} s")
                 stored.append((size, session_ids, made))
                 print(f"{size:,} entries stored", flush=True)
