@@ -84,14 +84,14 @@ class BranchPath:
         found: Entry | None = self._keyed_or_walked(keyed, walked)
         return found
 
-    def latest(self, match: Callable[[Entry], bool], chunk: int = 256) -> Entry | None:
+    def latest(self, match: Callable[[Entry], bool]) -> Entry | None:
         """The entry nearest the leaf that ``match``es, or ``None``: read back
         from the leaf in growing slices (the tail the reduction read comes
         first, already loaded), so it costs the distance to that entry; the
         whole path when none does."""
 
         def scan(ids: Sequence[str], load: Callable[[Sequence[str]], list[Entry]]) -> Entry | None:
-            high, size = len(ids), chunk
+            high, size = len(ids), reads._CHUNK
             while high > 0:
                 low = max(0, high - size)
                 for entry in reversed(load(ids[low:high])):
