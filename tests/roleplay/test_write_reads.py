@@ -330,3 +330,44 @@ def test_each_write_sends_the_same_statements_at_any_length(provider):
             real_write(provider, f"rw-{size}", write, found["leaf"])  # warm (the file index)
             counts.append(write_statements(provider, f"rw-{size}", write, found["leaf"]))
         assert counts[0] == counts[1] <= 20, (name, counts)
+
+
+def test_where_the_path_facts_cannot_say_the_writes_walk_the_path(provider):
+    """Facts that are not exact (``_reduce_keyed`` gives up), or rows that
+    disagree with them met by a check after the reduction (``_PathUnclear``):
+    the walked path, and the same results as reading it whole."""
+    facts = long_session(provider, "unclear", 700)
+    leaf = facts["leaf"]
+    named_old = (
+        "correct",
+        {"op": "replace", "path": "/a", "value": -1, "reason": "r", "correctsCommitId": facts["first"]},
+    )
+    cases = {**long_writes(facts), "correct_old": named_old}
+    keyed_read = reads._KeyedPath._read
+    walks = []
+
+    def unclear_after_reducing(self, low: int, bottom: int) -> None:
+        if not self.reducing:
+            raise reads._PathUnclear
+        keyed_read(self, low, bottom)
+
+    def unclear(self, ids):
+        raise reads._PathUnclear
+
+    def counted_walk(view, session_id, leaf_entry_id):
+        walks.append(leaf_entry_id)
+        return walked(view, session_id, leaf_entry_id)
+
+    walked = reads._path_ids
+    for name, write in cases.items():
+        with whole_path_reads():
+            expected = outcome(provider, "unclear", write, leaf)
+        with patched(reads, "_reduce_keyed", lambda *args: None):
+            assert outcome(NoWholePath(provider), "unclear", write, leaf) == expected, name
+        with (
+            patched(reads._KeyedPath, "_read", unclear_after_reducing),
+            patched(reads._KeyedPath, "on_path", unclear),
+            patched(reads, "_path_ids", counted_walk),
+        ):
+            assert outcome(NoWholePath(provider), "unclear", write, leaf) == expected, name
+    assert walks  # the named commits far from the leaf, the unknown one
