@@ -27,10 +27,11 @@ Each figure is followed by its ratio to the smallest size's (``1.00`` = it
 costs the same whatever the history), and the SQL statements one run sent.
 
 Runs on SQLite in a temporary file unless ``DATABASE_URL`` is a mysql:// URL
-(then its own database on that server, dropped at the end), as
-``bench_history.py``. From the repository root:
+(then its own database on that server, ``--database``, created and dropped
+at the end), as ``bench_history.py``. From the repository root:
 
     .venv/bin/python bench/bench_roleplay_writes.py [--sizes 1000,10000,100000] [--repeat 5] [--providers file,mysql]
+    DATABASE_URL=mysql://root@127.0.0.1:3306/x .venv/bin/python bench/bench_roleplay_writes.py [--database NAME]
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench import bench_history  # noqa: E402
 from bench.bench_history import import_mysql, setup  # noqa: E402
 from bench.history_sessions import CHARACTER, generate  # noqa: E402
 
@@ -137,7 +139,11 @@ def main() -> int:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--providers", default="file,mysql")
+    parser.add_argument(
+        "--database", default="sessiontree_bench_rp_writes", help="on a mysql:// server: created, dropped"
+    )
     args = parser.parse_args()
+    bench_history.BENCH_DB = args.database  # not bench_history's own: both may run on one server
     sizes = [int(size) for size in args.sizes.split(",")]
     kinds = args.providers.split(",")
     load = os.getloadavg()
