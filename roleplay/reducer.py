@@ -636,6 +636,29 @@ def reduce_branch_from_ids(
     callers reuse for provenance or a second branch of the same session).
     """
     loaded: MutableMapping[str, Entry] = {} if cache is None else cache
+    state, _ = reduce_branch_lazily(path_ids, load, character_id, cache=loaded, chunk=chunk)
+    return state, loaded
+
+
+def reduce_branch_lazily(
+    path_ids: Sequence[str],
+    load: EntryLoader,
+    character_id: str | None = None,
+    *,
+    cache: MutableMapping[str, Entry] | None = None,
+    chunk: int = 256,
+) -> tuple[RoleplayState, list[Entry]]:
+    """``reduce_branch_from_ids``, returning the entries the state was reduced
+    from instead of the cache: the head up to the identity's lock and the
+    tail from the latest valid checkpoint (or the whole path when there is no
+    lock or no such checkpoint).
+
+    Without ``character_id``, ``reduce_branch([*reduced, *more])`` equals
+    ``reduce_branch([*path, *more])`` for any entries ``more`` appended
+    after the path: the identity locks in the head, and the latest valid
+    checkpoint is the tail's first entry or one of ``more``. So a write can
+    tell the state after its entries without the path's middle."""
+    loaded: MutableMapping[str, Entry] = {} if cache is None else cache
     total = len(path_ids)
 
     def entries(low: int, high: int) -> list[Entry]:
@@ -655,7 +678,8 @@ def reduce_branch_from_ids(
             end = min(total, end * 4)
         if lock_index is None or identity["character_id"] is None:
             # No structured entry and no reply on the path: the whole path is loaded already.
-            return reduce_branch(entries(0, total), None), loaded
+            whole = entries(0, total)
+            return reduce_branch(whole, None), whole
         resolved = identity["character_id"]
         head = lock_index + 1
     else:
@@ -671,9 +695,8 @@ def reduce_branch_from_ids(
                 start = next_low + offset
                 break
         low, size = next_low, size * 2
-    if start is None:
-        return reduce_branch(entries(0, total), character_id), loaded
-    return reduce_branch(entries(0, head) + entries(start, total), character_id), loaded
+    reduced = entries(0, total) if start is None else entries(0, head) + entries(start, total)
+    return reduce_branch(reduced, character_id), reduced
 
 
 def make_checkpoint_data(state: RoleplayState) -> dict[str, Any]:

@@ -97,10 +97,10 @@ def checkpoint_after_compaction(
     someone appended after the compaction first.
     """
     provider = resolve_provider(provider, session_id)
-    branch = read_branch(provider, session_id, compaction["id"])
-    if branch["state"]["character_id"] is None:
-        return None
-    data = make_checkpoint_data(branch["state"])
+    with read_branch(provider, session_id, compaction["id"]) as branch:
+        if branch["state"]["character_id"] is None:
+            return None
+        data = make_checkpoint_data(branch["state"])
     data.update({"trigger": "compaction", "compactionEntryId": compaction["id"]})
     try:
         return append(

@@ -51,7 +51,7 @@ def _plan(session_id: str, branch: Branch, items: list[tuple[str, Any]], operati
         entries.append(entry)
         parent = entry["id"]
     before = branch["state"]
-    after = reduce_branch([*branch["path"], *entries])
+    after = reduce_branch([*branch["reduced"], *entries])  # as of the whole path: see reduce_branch_lazily
     return {
         "operation": operation,
         "session_id": session_id,

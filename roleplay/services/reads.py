@@ -27,7 +27,7 @@ from sessiontree.providers.base import SessionTreeProvider
 from .. import inspection, schema
 from ..errors import ReviewNotFound
 from ..inspection import DiffItem, ProvenanceRecord, StateRow
-from ..reducer import RoleplayIdentity, RoleplayState, reduce_branch, reduce_branch_from_ids
+from ..reducer import RoleplayIdentity, RoleplayState, reduce_branch, reduce_branch_from_ids, reduce_branch_lazily
 from ..schema import RoleplayValidationError
 
 ReviewStatus = Literal["pending", "accepted", "rejected"]
@@ -89,8 +89,9 @@ def _reduce_at(view: Any, session_id: str, leaf_entry_id: str | None, character_
 
 def _reduce_keyed(
     view: Any, leaf_entry_id: str | None, character_id: str | None, cache: dict[str, Entry]
-) -> tuple[_KeyedPath, RoleplayState] | None:
-    """The path to ``leaf_entry_id`` as a ``_KeyedPath`` and its state, or
+) -> tuple[_KeyedPath, RoleplayState, list[Entry]] | None:
+    """The path to ``leaf_entry_id`` as a ``_KeyedPath``, its state and the
+    entries it was reduced from (``reducer.reduce_branch_lazily``), or
     ``None`` when the leaf's path facts are not exact (the caller walks).
 
     The reduction reads the head up to the identity's lock and the tail from
@@ -107,12 +108,13 @@ def _reduce_keyed(
     if facts is None or not facts.exact:
         return None
     path = _KeyedPath(view, leaf_entry_id, facts.depth)
+    reduced: list[Entry] = []
     try:
-        state, _ = reduce_branch_from_ids(path, path.load, character_id, cache=cache, chunk=_CHUNK)
+        state, reduced = reduce_branch_lazily(path, path.load, character_id, cache=cache, chunk=_CHUNK)
     except _NoRoleplay:
         state = reduce_branch([], character_id)
     path.reducing = False  # later reads (a diff's common ancestor) read what they ask for
-    return path, state
+    return path, state, reduced
 
 
 class _PathUnclear(Exception):
@@ -350,7 +352,7 @@ def _reduce_in_view(
         try:
             found = _reduce_keyed(view, leaf_entry_id, character_id, cache)
             if found is not None:
-                path, state = found
+                path, state, _ = found
                 needed = inspection.entry_ids_needed(state)
                 return _branch(view, path, state, path.on_path(needed), cache)
         except _PathUnclear:

@@ -1,8 +1,10 @@
 """Roleplay writes: corrections, review amendments and decisions,
 checkpoints, turn repairs, archiving the character.
 
-Each reads the current branch once (``branch.current_branch``), checks its
-input with ``roleplay.schema`` against the reduced state, and appends its
+Each reads the current branch once (``branch.current_branch``: the state by
+key, as ``reads.inspect_state`` reads it), checks its input with
+``roleplay.schema`` against the reduced state (and, where a check needs an
+entry of the path, reads it by key inside the same read), and appends its
 entries (all or none) through the operations layer
 (``sessiontree.services.entries.append_entries``, audited with the caller's
 ``actor`` and ``channel`` as a ``RoleplayOperation``) as children of the leaf
@@ -92,15 +94,20 @@ def _commit_id_of(entry: Entry) -> str | None:
     return commit_id if isinstance(commit_id, str) else None
 
 
-def _commit_ids_on_path(path: list[Entry], character_id: str) -> set[str]:
-    ids: set[str] = set()
-    for entry in path:
+def _commits_on_path(branch: Branch, character_id: str, commit_id: str) -> bool:
+    """Whether an entry of ``character_id`` on the branch carries the commit
+    ``commit_id``: read back from the leaf, so a recent commit is found in
+    the tail the reduction read."""
+
+    def carries(entry: Entry) -> bool:
         payload = schema.roleplay_payload(entry)
-        if isinstance(payload, dict) and payload.get("characterId") == character_id:
-            commit_id = _commit_id_of(entry)
-            if commit_id is not None:
-                ids.add(commit_id)
-    return ids
+        return (
+            isinstance(payload, dict)
+            and payload.get("characterId") == character_id
+            and _commit_id_of(entry) == commit_id
+        )
+
+    return branch["path"].latest(carries) is not None
 
 
 def _commit_that_set(branch: Branch, pointer: str) -> str | None:
@@ -114,7 +121,7 @@ def _commit_that_set(branch: Branch, pointer: str) -> str | None:
         if not candidate:
             return None
         candidate = candidate.rsplit("/", 1)[0]
-    entry = next((e for e in branch["path"] if e.get("id") == entry_id), None)
+    entry = branch["path"].entry(entry_id)
     if entry is None:
         return None
     commit_id = _commit_id_of(entry)
@@ -147,25 +154,25 @@ def correct_state(
     recorded, with ``correctsCommitIdInferred: true``.
     """
     provider = resolve_provider(provider, session_id)
-    branch = writable_branch(provider, session_id, "correct the state", expected_leaf_id)
-    state = branch["state"]
-    character_id = state["character_id"]
-    assert character_id is not None
-    data = schema.correction_commit_data(payload, character_id=character_id)
-    where = f"state correction {data['commitId']}"
-    corrects = data.get("correctsCommitId")
-    if corrects is not None:
-        if corrects not in _commit_ids_on_path(branch["path"], character_id):
-            raise RoleplayValidationError(
-                f"{where}: correctsCommitId {corrects} is not a commit of {character_id} on the current branch"
-            )
-    else:
-        target = next(op["path"] for op in data["ops"] if op["op"] != "test")
-        inferred = _commit_that_set(branch, target)
-        if inferred is not None:
-            data["correctsCommitId"] = inferred
-            data["correctsCommitIdInferred"] = True
-    _check_ops_apply(state, data["ops"], where)
+    with writable_branch(provider, session_id, "correct the state", expected_leaf_id) as branch:
+        state = branch["state"]
+        character_id = state["character_id"]
+        assert character_id is not None
+        data = schema.correction_commit_data(payload, character_id=character_id)
+        where = f"state correction {data['commitId']}"
+        corrects = data.get("correctsCommitId")
+        if corrects is not None:
+            if not _commits_on_path(branch, character_id, corrects):
+                raise RoleplayValidationError(
+                    f"{where}: correctsCommitId {corrects} is not a commit of {character_id} on the current branch"
+                )
+        else:
+            target = next(op["path"] for op in data["ops"] if op["op"] != "test")
+            inferred = _commit_that_set(branch, target)
+            if inferred is not None:
+                data["correctsCommitId"] = inferred
+                data["correctsCommitIdInferred"] = True
+        _check_ops_apply(state, data["ops"], where)
     return append(
         provider,
         session_id,
@@ -205,15 +212,15 @@ def amend_review(
 ) -> Entry:
     """Append an amendment replacing the proposed value of a pending review; it stays pending."""
     provider = resolve_provider(provider, session_id)
-    branch = writable_branch(provider, session_id, f"amend review {review_id}", expected_leaf_id)
-    state = branch["state"]
-    review = _pending_review(state, review_id, session_id)
-    if review["op"].get("op") not in schema.AMENDABLE_OPS:
-        raise RoleplayValidationError(
-            f"review {review_id}: proposes a {review['op'].get('op')!r} op, which has no value to amend"
-        )
-    assert state["character_id"] is not None
-    data = schema.build_review_amendment_data(character_id=state["character_id"], review_id=review_id, value=value)
+    with writable_branch(provider, session_id, f"amend review {review_id}", expected_leaf_id) as branch:
+        state = branch["state"]
+        review = _pending_review(state, review_id, session_id)
+        if review["op"].get("op") not in schema.AMENDABLE_OPS:
+            raise RoleplayValidationError(
+                f"review {review_id}: proposes a {review['op'].get('op')!r} op, which has no value to amend"
+            )
+        assert state["character_id"] is not None
+        data = schema.build_review_amendment_data(character_id=state["character_id"], review_id=review_id, value=value)
     return append(
         provider,
         session_id,
@@ -248,30 +255,30 @@ def decide_review(
         raise RoleplayValidationError(f"review {review_id}: decision must be accept or reject, got {decision!r}")
     if decision == "reject" and not isinstance(value, Unset):
         raise RoleplayValidationError(f"review {review_id}: a value can only be given when accepting")
-    branch = writable_branch(provider, session_id, f"{decision} review {review_id}", expected_leaf_id)
-    state = branch["state"]
-    character_id = state["character_id"]
-    assert character_id is not None
-    review = _pending_review(state, review_id, session_id)
-    amendment = None
-    if not isinstance(value, Unset):
-        if review["op"].get("op") not in schema.AMENDABLE_OPS:
-            raise RoleplayValidationError(
-                f"review {review_id}: proposes a {review['op'].get('op')!r} op, which has no value to amend"
-            )
-        amendment = schema.build_review_amendment_data(character_id=character_id, review_id=review_id, value=value)
-    data = schema.build_review_decision_data(character_id=character_id, review_id=review_id, decision=decision)
-    if decision == "accept":
-        op = dict(review["op"])
+    with writable_branch(provider, session_id, f"{decision} review {review_id}", expected_leaf_id) as branch:
+        state = branch["state"]
+        character_id = state["character_id"]
+        assert character_id is not None
+        review = _pending_review(state, review_id, session_id)
+        amendment = None
+        if not isinstance(value, Unset):
+            if review["op"].get("op") not in schema.AMENDABLE_OPS:
+                raise RoleplayValidationError(
+                    f"review {review_id}: proposes a {review['op'].get('op')!r} op, which has no value to amend"
+                )
+            amendment = schema.build_review_amendment_data(character_id=character_id, review_id=review_id, value=value)
+        data = schema.build_review_decision_data(character_id=character_id, review_id=review_id, decision=decision)
+        if decision == "accept":
+            op = dict(review["op"])
+            if amendment is not None:
+                op["value"] = amendment["value"]
+            elif "amendment" in review:
+                op["value"] = review["amendment"]["value"]
+            _check_ops_apply(state, [op], f"accepting review {review_id}")
+        items: list[tuple[str, Any]] = []
         if amendment is not None:
-            op["value"] = amendment["value"]
-        elif "amendment" in review:
-            op["value"] = review["amendment"]["value"]
-        _check_ops_apply(state, [op], f"accepting review {review_id}")
-    items: list[tuple[str, Any]] = []
-    if amendment is not None:
-        items.append((schema.REVIEW_AMENDMENT_TYPE, amendment))
-    items.append((schema.REVIEW_DECISION_TYPE, data))
+            items.append((schema.REVIEW_AMENDMENT_TYPE, amendment))
+        items.append((schema.REVIEW_DECISION_TYPE, data))
     return append(
         provider,
         session_id,
@@ -299,14 +306,14 @@ def create_checkpoint(
     ``extra`` fields are stored in the checkpoint's data alongside the state.
     """
     provider = resolve_provider(provider, session_id)
-    branch = current_branch(provider, session_id, expected_leaf_id)
-    if branch["state"]["character_id"] is None:
-        raise NoRoleplayCharacter(
-            f"Session {session_id}: no roleplay character on the current branch "
-            f"(leaf {branch['leaf_entry_id']}); nothing to checkpoint"
-        )
-    data = make_checkpoint_data(branch["state"])
-    data.update(extra)
+    with current_branch(provider, session_id, expected_leaf_id) as branch:
+        if branch["state"]["character_id"] is None:
+            raise NoRoleplayCharacter(
+                f"Session {session_id}: no roleplay character on the current branch "
+                f"(leaf {branch['leaf_entry_id']}); nothing to checkpoint"
+            )
+        data = make_checkpoint_data(branch["state"])
+        data.update(extra)
     return append(
         provider,
         session_id,
@@ -334,21 +341,21 @@ def repair_turn(
     proposed review ids must be new on the branch.
     """
     provider = resolve_provider(provider, session_id)
-    branch = writable_branch(provider, session_id, "repair a turn", expected_leaf_id)
-    state = branch["state"]
-    assert state["character_id"] is not None
-    data = schema.repair_data_from_proposal(proposal, character_id=state["character_id"])
-    turn_id = data["turnId"]
-    if not any(turn["turnId"] == turn_id for turn in state["incomplete_turns"]):
-        incomplete = ", ".join(t["turnId"] for t in state["incomplete_turns"]) or "none"
-        raise RoleplayValidationError(
-            f"turn repair {turn_id}: not an incomplete turn on the current branch (incomplete: {incomplete})"
-        )
-    known = {r["reviewId"] for r in state["pending_reviews"]} | {r["reviewId"] for r in state["decided_reviews"]}
-    for item in data["commit"].get("reviews") or []:
-        if item["reviewId"] in known:
-            raise RoleplayValidationError(f"turn repair {turn_id}: review {item['reviewId']} already exists")
-    _check_ops_apply(state, data["commit"]["ops"], f"turn repair {turn_id}")
+    with writable_branch(provider, session_id, "repair a turn", expected_leaf_id) as branch:
+        state = branch["state"]
+        assert state["character_id"] is not None
+        data = schema.repair_data_from_proposal(proposal, character_id=state["character_id"])
+        turn_id = data["turnId"]
+        if not any(turn["turnId"] == turn_id for turn in state["incomplete_turns"]):
+            incomplete = ", ".join(t["turnId"] for t in state["incomplete_turns"]) or "none"
+            raise RoleplayValidationError(
+                f"turn repair {turn_id}: not an incomplete turn on the current branch (incomplete: {incomplete})"
+            )
+        known = {r["reviewId"] for r in state["pending_reviews"]} | {r["reviewId"] for r in state["decided_reviews"]}
+        for item in data["commit"].get("reviews") or []:
+            if item["reviewId"] in known:
+                raise RoleplayValidationError(f"turn repair {turn_id}: review {item['reviewId']} already exists")
+        _check_ops_apply(state, data["commit"]["ops"], f"turn repair {turn_id}")
     return append(
         provider,
         session_id,
@@ -377,9 +384,9 @@ def archive(
     not touched.
     """
     provider = resolve_provider(provider, session_id)
-    branch = writable_branch(provider, session_id, "archive it again", expected_leaf_id)
-    assert branch["state"]["character_id"] is not None
-    data = schema.build_archive_data(character_id=branch["state"]["character_id"], reason=reason)
+    with writable_branch(provider, session_id, "archive it again", expected_leaf_id) as branch:
+        assert branch["state"]["character_id"] is not None
+        data = schema.build_archive_data(character_id=branch["state"]["character_id"], reason=reason)
     return append(
         provider,
         session_id,

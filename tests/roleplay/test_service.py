@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from roleplay import schema, service
@@ -210,6 +212,13 @@ class LeafMovingProvider:
         path = self._inner.get_active_path(session_id, leaf_entry_id)
         self._inner.switch_leaf(self._session_id, self._move_to)
         return path
+
+    @contextlib.contextmanager
+    def read(self, session_id):
+        """The branch is read by key inside one consistent read: the leaf moves as it closes."""
+        with self._inner.read(session_id) as view:
+            yield view
+        self._inner.switch_leaf(self._session_id, self._move_to)
 
 
 def test_a_leaf_moved_meanwhile_gives_leaf_conflict_not_a_commit_on_the_wrong_branch(story):
