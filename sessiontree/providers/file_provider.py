@@ -227,6 +227,10 @@ class FileIndex:
         at = base
         for entry_id, entry in zip(new_ids, entries, strict=True):
             parent_id = entry.get("parentId")
+            if parent_id.__class__ is not str:
+                # ``None``, or a value that names no entry (Pi looks it up as a
+                # key: a list or a number finds nothing): the entry starts a tree.
+                parent_id = None
             parent_at = position.get(parent_id) if parent_id is not None else None
             if parent_at is not None:
                 parent_id = ids[parent_at]  # one string object per id

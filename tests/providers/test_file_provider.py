@@ -374,3 +374,49 @@ def test_a_failing_before_commit_leaves_the_torn_file_as_it_was(provider):
     with pytest.raises(RuntimeError):
         provider.cut_torn_tail("s1", before_commit=refuse)
     assert path.read_bytes() == torn
+
+
+@pytest.mark.parametrize("odd_parent", [["e1"], {"id": "e1"}, 7, True])
+def test_a_parent_id_that_is_not_a_string_makes_a_root_as_in_pi(provider, odd_parent):
+    """Pi 1.6.0 looks a ``parentId`` up as a key: a list, an object, a number
+    names no entry, so that entry starts a tree of its own (Pi's context at
+    ``e3`` of this file holds e2 and e3). Every read of ours used to fail
+    with an untyped ``TypeError`` (an unhashable parent looked up in the
+    index), leaving the cached index half extended."""
+    header = {"type": "session", "version": 3, "id": "odd1", "timestamp": "2026-04-19T00:00:00.000Z", "cwd": "/"}
+    lines = [
+        header,
+        {
+            "type": "message",
+            "id": "e1",
+            "parentId": None,
+            "timestamp": header["timestamp"],
+            "message": {"role": "user", "content": "one", "timestamp": 1},
+        },
+        {
+            "type": "message",
+            "id": "e2",
+            "parentId": odd_parent,
+            "timestamp": header["timestamp"],
+            "message": {"role": "user", "content": "two", "timestamp": 1},
+        },
+        {
+            "type": "message",
+            "id": "e3",
+            "parentId": "e2",
+            "timestamp": header["timestamp"],
+            "message": {"role": "user", "content": "three", "timestamp": 1},
+        },
+    ]
+    (provider.root / "odd1.jsonl").write_bytes(b"".join(serialize_line(x) for x in lines))
+    for attempt in range(2):  # a second read finds the index as the first left it
+        session = provider.register_existing_file("odd1") if attempt == 0 else provider.get_session("odd1")
+        assert session["leaf_entry_id"] == "e3"
+        context = provider.build_context("odd1")
+        assert [m["content"] for m in context["messages"]] == ["two", "three"]
+        assert [e["id"] for e in provider.get_active_path("odd1")] == ["e2", "e3"]
+        assert [e["id"] for e in provider.list_entries("odd1")] == ["e1", "e2", "e3"]
+        assert provider.get_entry("odd1", "e2")["parentId"] == odd_parent
+    appended = provider.append_message("odd1", {"role": "user", "content": "four"})
+    assert [m["content"] for m in provider.build_context("odd1")["messages"]] == ["two", "three", "four"]
+    assert appended["parentId"] == "e3"
