@@ -71,7 +71,9 @@ def walk_path(leaf_entry_id: str, parent_of: Mapping[str, Any], *, strict: bool 
         seen.add(current)
         path.append(current)
         parent_id = parent_of[current]
-        if parent_id is not None and parent_id not in parent_of:
+        # A parent that names no entry (or is no id at all: Pi looks a list or
+        # a number up as a key and finds nothing) makes a root.
+        if parent_id is not None and (parent_id.__class__ is not str or parent_id not in parent_of):
             if strict:
                 raise CorruptSessionTree(f"Entry {current} has missing parent {parent_id}")
             parent_id = None
@@ -127,7 +129,8 @@ def group_children_by_parent(entries: Iterable[Entry]) -> dict[str | None, list[
     """Parent id → child ids in append order; roots are under the key ``None``."""
     children: dict[str | None, list[str]] = {}
     for entry in entries:
-        children.setdefault(entry.get("parentId"), []).append(entry["id"])
+        parent_id = entry.get("parentId")
+        children.setdefault(parent_id if isinstance(parent_id, str) else None, []).append(entry["id"])
     return children
 
 
@@ -195,7 +198,7 @@ def _link_tree(entries: Sequence[Entry], labels: Mapping[str, LabelInfo]) -> lis
     for entry in entries:
         node = nodes[entry["id"]]
         parent_id = entry.get("parentId")
-        parent = nodes.get(parent_id) if parent_id is not None and parent_id != entry["id"] else None
+        parent = nodes.get(parent_id) if isinstance(parent_id, str) and parent_id != entry["id"] else None
         if parent is None:
             roots.append(node)
         else:
@@ -212,7 +215,7 @@ def entry_depths(entries: Sequence[Entry]) -> dict[str, int]:
     depths: dict[str, int] = {}
     for entry in entries:
         parent_id: Any = entry.get("parentId")
-        depths[entry["id"]] = depths[parent_id] + 1 if parent_id in depths else 0
+        depths[entry["id"]] = depths[parent_id] + 1 if isinstance(parent_id, str) and parent_id in depths else 0
     return depths
 
 
@@ -234,7 +237,7 @@ def tree_stats(entries: Sequence[Entry]) -> TreeStats:
     root: str | None = None
     for entry in entries:
         parent_id = entry.get("parentId")
-        if parent_id is not None and parent_id in ids and parent_id != entry.get("id"):
+        if isinstance(parent_id, str) and parent_id in ids and parent_id != entry.get("id"):
             parents.add(parent_id)
         elif root is None:
             root = entry.get("id")

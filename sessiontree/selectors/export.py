@@ -67,7 +67,8 @@ def export_entries(
     if scope == "subtree":
         below = {start}
         for entry in entries:  # append order: a parent always comes before its children
-            if entry.get("parentId") in below:
+            parent_id = entry.get("parentId")
+            if isinstance(parent_id, str) and parent_id in below:
                 below.add(entry["id"])
         keep |= below
     return header, [entry for entry in entries if entry["id"] in keep]

@@ -417,6 +417,22 @@ def test_a_parent_id_that_is_not_a_string_makes_a_root_as_in_pi(provider, odd_pa
         assert [e["id"] for e in provider.get_active_path("odd1")] == ["e2", "e3"]
         assert [e["id"] for e in provider.list_entries("odd1")] == ["e1", "e2", "e3"]
         assert provider.get_entry("odd1", "e2")["parentId"] == odd_parent
+    from sessiontree.core.path import build_tree, entry_depths, get_path_to_leaf, tree_stats
+    from sessiontree.selectors.export import export_entries
+
+    stored = provider.list_entries("odd1")
+    assert [node["entry"]["id"] for node in build_tree(stored)] == ["e1", "e2"]
+    assert entry_depths(stored) == {"e1": 0, "e2": 0, "e3": 1}
+    assert tree_stats(stored).branch_count == 2
+    with pytest.raises(CorruptSessionTree, match="e2 has missing parent"):
+        get_path_to_leaf(stored, "e3")  # the kernel plan's strict walk: a typed error
+    for scope, start, want in (
+        ("active", None, ["e2", "e3"]),
+        ("subtree", "e2", ["e2", "e3"]),
+        ("full", None, ["e1", "e2", "e3"]),
+    ):
+        _header, exported = export_entries(provider, "odd1", scope=scope, entry_id=start)
+        assert [e["id"] for e in exported] == want, scope
     appended = provider.append_message("odd1", {"role": "user", "content": "four"})
     assert [m["content"] for m in provider.build_context("odd1")["messages"]] == ["two", "three", "four"]
     assert appended["parentId"] == "e3"
