@@ -399,6 +399,14 @@ def _skeleton(session_key: str) -> tuple[dict[str, str | None], dict[str, int]]:
     return parents, seqs
 
 
+# The join of a recursive walk's step: the walk's rows first, each looking its
+# next rows up by key, in the order written. MariaDB, given some statistics,
+# put the table first (the session's rows in an index read at every step,
+# each probing the walk's rows: 1.6 s instead of 3 ms for 634 rows); MariaDB
+# keeps the order of a STRAIGHT_JOIN and SQLite that of a CROSS JOIN.
+_ORDERED_JOIN = "STRAIGHT_JOIN" if connection.vendor == "mysql" else "CROSS JOIN"
+
+
 # The leaf's path from the ancestor at a depth down (root first): one walk by
 # parent over the unique (session, entry_id) index, bounded by depth.
 _SEGMENT_SQL = (
@@ -406,9 +414,9 @@ _SEGMENT_SQL = (
     f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, {_S('depth')} FROM {rows.TABLE} "
     f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
     f"UNION ALL SELECT p.{_S('entry_id')}, p.{_S('parent_entry_id')}, p.{_S('depth')} FROM seg "
-    f"JOIN {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = seg.pid AND p.{_S('depth')} < seg.d "
+    f"{_ORDERED_JOIN} {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = seg.pid AND p.{_S('depth')} < seg.d "
     f"WHERE seg.d > %s) "
-    f"SELECT {rows.PAYLOAD_SQL} FROM seg JOIN {rows.TABLE} t ON t.{rows.SESSION_COLUMN} = %s "
+    f"SELECT {rows.PAYLOAD_SQL} FROM seg {_ORDERED_JOIN} {rows.TABLE} t ON t.{rows.SESSION_COLUMN} = %s "
     f"AND t.{_S('entry_id')} = seg.eid ORDER BY seg.d"
 )
 _FACTS_SQL = f"SELECT {rows.SELECT_FACTS}, {_S('status')}, {rows.PAYLOAD_SQL} FROM {rows.TABLE}"
@@ -495,7 +503,7 @@ _PATH_IDS_SQL = (
     f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, 0 FROM {rows.TABLE} "
     f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
     f"UNION ALL SELECT p.{_S('entry_id')}, p.{_S('parent_entry_id')}, up.n + 1 FROM up "
-    f"JOIN {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = up.pid "
+    f"{_ORDERED_JOIN} {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = up.pid "
     f"WHERE up.n < %s) "
     f"SELECT eid, pid FROM up ORDER BY n"
 )
@@ -508,7 +516,7 @@ _SUBTREE_SQL = (
     # not entry_skeleton_idx walked through every row of the session (SQLite's choice).
     f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} IN ({{ids}}) AND {_S('depth')} >= 0 "
     f"UNION ALL SELECT c.{_S('entry_id')}, c.{_S('parent_entry_id')}, c.{_S('entry_seq')}, down.n + 1 FROM down "
-    f"JOIN {rows.TABLE} c {{parent_index}} ON c.{rows.SESSION_COLUMN} = %s AND c.{_S('parent_entry_id')} = down.eid "
+    f"{_ORDERED_JOIN} {rows.TABLE} c {{parent_index}} ON c.{rows.SESSION_COLUMN} = %s AND c.{_S('parent_entry_id')} = down.eid "
     f"WHERE down.n < %s) "
     f"SELECT eid, pid, seq, n FROM down"
 )
@@ -594,7 +602,7 @@ _CLIMB_CTE = (
     f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s AND {_S('depth')} >= %s "
     f"UNION ALL SELECT a.{_S('entry_id')}, a.{_S('depth')}, a.{_S('parent_entry_id')}, a.{_S('path_jump_id')}, "
     f"COALESCE(a.{_S('path_jump_depth')}, a.{_S('depth')}), a.{_S('path_exact')} FROM climb "
-    f"JOIN {rows.TABLE} a ON a.{rows.SESSION_COLUMN} = %s AND a.{_S('entry_id')} = "
+    f"{_ORDERED_JOIN} {rows.TABLE} a ON a.{rows.SESSION_COLUMN} = %s AND a.{_S('entry_id')} = "
     f"CASE WHEN climb.jd >= %s AND climb.jd < climb.d AND climb.jid IS NOT NULL THEN climb.jid ELSE climb.pid END "
     f"AND a.{_S('depth')} < climb.d "
     f"WHERE climb.d > %s AND climb.exact) "
@@ -612,7 +620,7 @@ _ANCESTOR_SQL = _CLIMB_CTE + "SELECT eid, d, exact FROM climb ORDER BY d LIMIT 1
 # recursion silently after 1,000 steps).
 _PATH_ENTRIES_SQL = _CLIMB_CTE + (
     f"SELECT {', '.join(f't.{_S(name)}' for name in (*rows.PAYLOAD_COLUMN_NAMES, 'extra'))} FROM climb "
-    f"JOIN {rows.TABLE} t ON t.{rows.SESSION_COLUMN} = %s AND t.{_S('entry_id')} = climb.eid "
+    f"{_ORDERED_JOIN} {rows.TABLE} t ON t.{rows.SESSION_COLUMN} = %s AND t.{_S('entry_id')} = climb.eid "
     f"WHERE climb.d <= %s AND climb.exact ORDER BY climb.d"
 )
 
@@ -837,6 +845,11 @@ class MySQLView:
         if not seqs:
             return {}
         first = min(seqs)
+        # Seqs run 1..entry_count (and one more for an entry in flight): from
+        # that far back the range holds more than TAIL_SCAN rows, so walk at
+        # once instead of reading them to find out.
+        if self.state.entry_count + 1 - first >= TAIL_SCAN:
+            return self._walk_subtrees(wanted, limit)
         with connection.cursor() as cursor:
             cursor.execute(_TAIL_SQL, [key, first, TAIL_SCAN + 1])
             tail = cursor.fetchall()
