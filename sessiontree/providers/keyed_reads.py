@@ -29,6 +29,7 @@ may answer ``None`` for "ask the generic way":
 - ``entries_in_order(start, limit, types=None, before=False) -> list[tuple[int, Entry]]``
 - ``position_of(entry_id) -> int | None``
 - ``latest_tips(limit, scan) -> list[tuple[int, str]]``
+- ``levels_below(ids, depth) -> list[list[tuple[str, str]]]``
 """
 
 from __future__ import annotations
@@ -393,3 +394,33 @@ def latest_tips(view: StoredView, limit: int, scan: int) -> list[tuple[int, str]
     pairs = ids_in_order(view, 10**18, scan, before=True)
     children = children_of(view, [entry_id for _, entry_id in pairs])
     return [pair for pair in reversed(pairs) if not children.get(pair[1])][:limit]
+
+
+def levels_below(view: StoredView, ids: Collection[str], depth: int) -> list[list[tuple[str, str]]]:
+    """The entries 1 … ``depth`` levels below ``ids``, level by level, each
+    ``(id, parent id)``, each level in append order (so each parent's children
+    in append order); an entry met twice (a damaged tree) once. Generic: one
+    ``children_of`` a level."""
+    wanted = list(dict.fromkeys(ids))
+    if depth <= 0 or not wanted:
+        return []
+    own = getattr(view, "levels_below", None)
+    found: list[list[tuple[str, str]]] | None = own(wanted, depth) if own is not None else None
+    if found is not None:
+        return found
+    out: list[list[tuple[str, str]]] = []
+    seen = set(wanted)
+    level = wanted
+    while len(out) < depth:
+        children = children_of(view, level)
+        below = []
+        for parent in level:
+            for kid in children.get(parent, ()):
+                if kid not in seen:
+                    seen.add(kid)
+                    below.append((kid, parent))
+        if not below:
+            break
+        out.append(below)
+        level = [kid for kid, _ in below]
+    return out

@@ -896,6 +896,29 @@ class MySQLView:
                     found[root].append((seq, child, parent))
         return {root: {child: parent for _, child, parent in sorted(part)} for root, part in found.items() if part}
 
+    def levels_below(self, ids: Collection[str], depth: int) -> list[list[tuple[str, str]]] | None:
+        """``keyed_reads.levels_below`` in one walk down by ``entry_parent_idx``
+        (``depth`` levels, at most ``WALK_STEPS``; more: level by level)."""
+        wanted = list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+        if depth > WALK_STEPS or len(wanted) > BY_ID_LIMIT:
+            return None
+        sql = _SUBTREE_SQL.format(ids=rows.in_list(len(wanted)), parent_index=_index_hint("entry_parent_idx"))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [self.state.session_id, *wanted, self.state.session_id, depth])
+            found = cursor.fetchall()
+        seen = set(wanted)
+        out: list[list[tuple[str, str]]] = []
+        for child, parent, _seq, level in sorted(found, key=lambda row: (row[3], row[2])):
+            if level == 0 or child in seen or parent not in seen:
+                continue  # the start, or an entry met twice (a damaged tree)
+            seen.add(child)
+            while len(out) < level:
+                out.append([])
+            out[level - 1].append((str(child), str(parent)))
+        while out and not out[-1]:
+            out.pop()
+        return out
+
     def root_ids(self, limit: int) -> list[str]:
         """Rows without a parent, by ``entry_parent_idx`` (a parent that names no
         row cannot be stored here: the provider checks it on every write)."""

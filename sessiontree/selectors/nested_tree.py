@@ -12,7 +12,8 @@ would not be).
 
 From ``KEYED_FROM`` entries on, the window is read by key (issue 23): its
 start (the root, or the entry asked for), then each level's children
-(``keyed_reads.children_of``, one read a level), the window's payloads and
+(``keyed_reads.levels_below``: one walk down on ``mysql``; the edge's child
+counts by ``children_of``), the window's payloads and
 the labels aimed at its entries; its cost follows the window, not the
 session's length. A session whose tree the storage cannot vouch for by key
 (more than one root, or none: orphans or a damaged order) is read whole.
@@ -133,22 +134,14 @@ def _keyed_levels(
         raise EntryNotFound(f"Entry {root} not found in session {session_id}")
     start = [root] if root is not None else roots
     levels: list[list[str]] = [list(start)]
-    seen = set(start)
     children: dict[str | None, list[str]] = {}
     parent_of: dict[str, str | None] = {}
-    while True:
-        found = keyed_reads.children_of(view, levels[-1])
-        children.update(found)
-        if len(levels) > depth:
-            break  # the window's edge: its nodes keep their child counts
-        below = []
-        for entry_id in levels[-1]:
-            for kid in found.get(entry_id, ()):
-                if kid not in seen:
-                    seen.add(kid)
-                    parent_of[kid] = entry_id
-                    below.append(kid)
-        if not below:
-            break
-        levels.append(below)
+    for below in keyed_reads.levels_below(view, start, depth):
+        for kid, parent in below:
+            parent_of[kid] = parent
+            children.setdefault(parent, []).append(kid)
+        levels.append([kid for kid, _ in below])
+    # The window's edge keeps its nodes' child counts (the level below it, unread).
+    if len(levels) > depth:
+        children.update(keyed_reads.children_of(view, levels[-1]))
     return levels, children, parent_of

@@ -100,6 +100,26 @@ def check(view, entries: list[dict]) -> None:
                     assert list(part) == [i for i in full if i in part]
     assert keyed_reads.children_of(view, ["nope"]) == {"nope": []}
     assert keyed_reads.subtree(view, "nope") == {}
+    # The levels below some entries, level by level, each parent's children in append order.
+    for starts in ([root], order[:: max(1, len(order) // 5)]):
+        for depth in (0, 1, 3, 60):
+            want, level, seen = [], list(dict.fromkeys(starts)), set(starts)
+            while len(want) < depth:
+                next_level = [(kid, parent) for parent in level for kid in children[parent] if kid not in seen]
+                seen.update(kid for kid, _ in next_level)
+                if not next_level:
+                    break
+                want.append(next_level)
+                level = [kid for kid, _ in next_level]
+            got = keyed_reads.levels_below(view, starts, depth)
+            # A level's order: append order (mysql, by seq) or parent by parent (generic): compare as sets per
+            # level, and each parent's children in append order.
+            assert [sorted(x) for x in got] == [sorted(x) for x in want], (starts, depth)
+            for level_got in got:
+                by_parent: dict[str, list[str]] = {}
+                for kid, parent in level_got:
+                    by_parent.setdefault(parent, []).append(kid)
+                assert all(kids == [k for k in children[parent] if k in kids] for parent, kids in by_parent.items())
     # The latest branch tips among the last entries, latest first (positions as ids_in_order gives them).
     positions = dict((entry_id, at) for at, entry_id in keyed_reads.ids_in_order(view, 0, len(order) + 1))
     tips = [i for i in reversed(order) if not children[i]]
