@@ -91,17 +91,15 @@ def read_tips(provider: SessionTreeProvider, session_id: str, at: str | None = N
     (its shape kept per process): its first tips."""
     with provider.read(session_id) as view:
         leaf = view.state.leaf_entry_id
-        recent = recent_tips(view, TIPS_SHOWN) if view.state.entry_count > entry_context.TIPS_SCAN else None
-        on_path: set[str] | None = {at} if at is not None and at == leaf else None
-        if at is not None and recent is not None and on_path is None:
-            on_path = keyed_reads.on_path(view, leaf, [at])
-        if recent is None or (at is not None and on_path is None):
+        shown = recent_tips(view, TIPS_SHOWN) if view.state.entry_count > entry_context.TIPS_SCAN else None
+        at_on_path: bool | None = True if at is None or at == leaf else None
+        if at_on_path is None and shown is not None:
+            found = keyed_reads.on_path(view, leaf, [at]) if at is not None else None
+            at_on_path = None if found is None else at in found
+        if shown is None or at_on_path is None:  # what the keys cannot say: the tree page's skeleton
             skeleton = read_skeleton(view)
-            shown = skeleton.tips[:TIPS_SHOWN] if recent is None else recent
-            at_on_path = at in skeleton.active if at is not None else True
-        else:
-            shown = recent
-            at_on_path = on_path is None or at in on_path
+            shown = skeleton.tips[:TIPS_SHOWN] if shown is None else shown
+            at_on_path = at in skeleton.active if at_on_path is None else at_on_path
     return Tips(leaf, [{"id": tip, "is_leaf": tip == leaf} for tip in shown], at_on_path)
 
 

@@ -177,11 +177,6 @@ class EntryCursorPagination(BasePagination):
             raise ValidationError({"cursor": [INVALID_CURSOR]})
         return found.group(1), int(found.group(2))
 
-    def decode(self, request: Request) -> int:
-        """The offset of an ``o`` cursor (0 for any other)."""
-        form, number = self.decode_cursor(request)
-        return number if form == "o" else 0
-
     def after(self, request: Request) -> str | None:
         raw = request.query_params.get(self.after_query_param)
         if raw is None:
