@@ -33,7 +33,7 @@ from sessiontree.providers import db_errors, keyed_reads
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
 from sessiontree.providers.port import StoredView
-from sessiontree.providers.template import SessionWriter
+from sessiontree.providers.template import SessionWriter, read_path
 
 from .audit import Actor, check_channel, entry_ids, record
 from .erasure import EntryInFlight, ErasePlace, EraseResult, erase_entry, reindex_erased_entries
@@ -135,7 +135,7 @@ def check_hide(
     if not isinstance(expected_leaf_id, Unset) and expected_leaf_id != leaf:
         raise LeafConflict(f"Leaf of session {session_id} is {leaf!r}, not the expected {expected_leaf_id!r}")
     with provider.read(session_id) as view:
-        found, edits = _target_and_edits(view, leaf, entry_id, lambda: provider.get_active_path(session_id, leaf))
+        found, edits = _target_and_edits(view, leaf, entry_id, lambda: read_path(view, leaf))
     target = _hideable(found, entry_id, session_id, lambda entry: provider.get_entry(session_id, entry))
     hidden = _hidden_by(found, edits)
     if unhide and not hidden:
@@ -423,7 +423,7 @@ def hiding_on_active_path(
     provider = _provider(provider, session_id)
     with provider.read(session_id) as view:
         leaf = view.state.leaf_entry_id
-        target, edits = _target_and_edits(view, leaf, entry_id, lambda: provider.get_active_path(session_id, leaf))
+        target, edits = _target_and_edits(view, leaf, entry_id, lambda: read_path(view, leaf))
     return target is not None, _hidden_by(target, edits)
 
 
