@@ -881,7 +881,7 @@ class FileView:
     ) -> list[tuple[int, str]]:
         """``keyed_reads.ids_in_order``: positions are the index's (the file's
         lines in order), then the entries on top of the file. Of some types,
-        the index's types are scanned from ``start`` (in C-speed slices) until
+        the index's types are scanned from ``start`` (in growing slices) until
         ``limit`` match: no payload is read."""
         index = self.index
         count = len(index)
