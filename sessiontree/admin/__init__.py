@@ -88,7 +88,12 @@ class AuditRecordAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[AuditRecord]:
         # The session's primary key, to link its tree page (sessions deleted for good have none).
         session_pk = AgentSession.objects.filter(session_id=OuterRef("session_id")).values("pk")[:1]
-        return super().get_queryset(request).annotate(session_pk=Subquery(session_pk))
+        queryset = super().get_queryset(request).annotate(session_pk=Subquery(session_pk))
+        match = request.resolver_match
+        if match is not None and match.url_name == "sessiontree_auditrecord_changelist":
+            # The list shows neither: an import's record lists every id of its batch (55 KB at 5,000).
+            queryset = queryset.defer("entry_ids", "detail")
+        return queryset
 
     @admin.display(description="when", ordering="created_at")
     def when(self, record: AuditRecord) -> str:

@@ -499,13 +499,13 @@ WALK_STEPS = 900
 
 # An entry and its ancestors, ids only, nearest first, ``%s`` (≤ WALK_STEPS) steps at most.
 _PATH_IDS_SQL = (
-    f"WITH RECURSIVE up (eid, pid, n) AS ("
-    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, 0 FROM {rows.TABLE} "
+    f"WITH RECURSIVE up (eid, pid, kind, n) AS ("
+    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, type, 0 FROM {rows.TABLE} "
     f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
-    f"UNION ALL SELECT p.{_S('entry_id')}, p.{_S('parent_entry_id')}, up.n + 1 FROM up "
+    f"UNION ALL SELECT p.{_S('entry_id')}, p.{_S('parent_entry_id')}, p.type, up.n + 1 FROM up "
     f"{_ORDERED_JOIN} {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = up.pid "
     f"WHERE up.n < %s) "
-    f"SELECT eid, pid FROM up ORDER BY n"
+    f"SELECT eid, pid, kind FROM up ORDER BY n"
 )
 # The entries ``{{ids}}`` and every entry below them (by ``entry_parent_idx``)
 # down ``%s`` (≤ WALK_STEPS) levels, with their parents, seqs and levels.
@@ -556,7 +556,7 @@ _LATEST_TIPS_SQL = (
 # Rows at most that ``subtrees`` reads from the earliest branch on, before walking down by parent instead.
 TAIL_SCAN = 5000
 _CHILDREN_OF_SQL = (
-    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')} FROM {rows.TABLE} {{parent_index}} "
+    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, type FROM {rows.TABLE} {{parent_index}} "
     f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('parent_entry_id')} IN ({{ids}}) ORDER BY {_S('entry_seq')}"
 )
 _TARGETING_ANY_SQL = (
@@ -665,6 +665,9 @@ class MySQLView:
         self.row = row
         self.written_at: Any = None  # the row's new updated_at, once a write stored it
         self._skeleton: tuple[dict[str, str | None], dict[str, int]] | None = None
+        # Each entry's ``type`` seen by a walk of this read (the walks read the
+        # rows anyway; a type never changes): ``entry_types`` asks only for the others.
+        self._types: dict[str, Any] = {}
 
     def session(self) -> SessionTreeSession:
         return self.row.session(self.state, updated_at=self.written_at)
@@ -765,7 +768,8 @@ class MySQLView:
                 walked = cursor.fetchall()
                 if not walked:
                     break
-                for found_id, _ in walked:
+                self._types.update((found_id, kind) for found_id, _, kind in walked)
+                for found_id, _, _ in walked:
                     if found_id in seen:  # pragma: no cover - a parent cycle in damaged rows
                         walked = []
                         break
@@ -819,14 +823,21 @@ class MySQLView:
                     parent_index=_index_hint("entry_parent_idx"), ids=rows.in_list(len(chunk))
                 )
                 cursor.execute(sql, [self.state.session_id, *chunk])
-                for child, parent in cursor.fetchall():
+                for child, parent, kind in cursor.fetchall():
+                    self._types[child] = kind
                     if child != parent:
                         out[parent].append(child)
         return out
 
     def entry_types(self, ids: Collection[str]) -> dict[str, Any]:
-        """Each id's ``type``, by key (no payload)."""
-        return {entry_id: kind for entry_id, kind in self._by_ids(f"{_S('entry_id')}, type", ids)}
+        """Each id's ``type``, by key (no payload): those a walk of this read saw
+        without a statement, the others in one."""
+        known = self._types
+        found = {entry_id: known[entry_id] for entry_id in ids if entry_id in known}
+        missing = [entry_id for entry_id in ids if entry_id not in known]
+        if missing:
+            found.update((entry_id, kind) for entry_id, kind in self._by_ids(f"{_S('entry_id')}, type", missing))
+        return found
 
     def subtrees(self, ids: Collection[str], limit: int) -> dict[str, dict[str, str | None]]:
         """``keyed_reads.subtrees``: the subtrees of ``ids`` (disjoint).

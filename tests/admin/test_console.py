@@ -476,3 +476,25 @@ def test_text_with_markdown_is_parsed(text):
     from sessiontree.admin.rendering import _MARKDOWN, markdown_html
 
     assert markdown_html(text) == _MARKDOWN.render(text)
+
+
+def test_the_audit_list_reads_neither_the_ids_nor_the_details_it_does_not_show(
+    admin_client, moderator_client, branched
+):
+    """An import's record lists every id of its batch (55 KB at 5,000 entries):
+    the list of records shows neither that nor the detail, and reads neither;
+    a record's own page shows both."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    moderator_client.post(action_url(branched, "set_label"), {"entry_id": leaf_of(branched), "label": "seen"})
+    with CaptureQueriesContext(connection) as captured:
+        html = html_of(admin_client.get(reverse("admin:sessiontree_auditrecord_changelist")))
+    listed = [
+        q["sql"] for q in captured.captured_queries if "FROM `sessiontree_auditrecord`" in q["sql"].replace('"', "`")
+    ]
+    assert listed and not any("entry_ids" in sql or "`detail`" in sql.replace('"', "`") for sql in listed), listed
+    assert "set_label" in html
+    record = AuditRecord.objects.filter(operation="set_label").latest("created_at")
+    page = html_of(admin_client.get(reverse("admin:sessiontree_auditrecord_change", args=[record.pk])))
+    assert "seen" in page and leaf_of(branched) in page  # the detail (the label) and the entry ids
