@@ -11,6 +11,7 @@ may answer ``None`` for "ask the generic way":
 
 - ``entry_facts(ids) -> Mapping[str, PathFacts]``
 - ``path_ids(entry_id, steps) -> list[str]``
+- ``path_and_children(entry_id, steps) -> tuple[list[str], dict[str, list[str]]]``
 - ``child_ids(entry_id) -> list[str]``
 - ``children_of(ids) -> dict[str, list[str]]``
 - ``entries_targeting(target_id, types) -> list[Entry]``
@@ -77,6 +78,17 @@ def path_ids(view: StoredView, entry_id: str, steps: int) -> list[str]:
         current = parents.get(current)
     out.reverse()
     return out
+
+
+def path_and_children(view: StoredView, entry_id: str, steps: int) -> tuple[list[str], dict[str, list[str]]]:
+    """``path_ids`` and ``children_of`` those ids, read together where the
+    storage can (a tree window's line and what branches off it)."""
+    own = getattr(view, "path_and_children", None)
+    found: tuple[list[str], dict[str, list[str]]] | None = own(entry_id, steps) if own is not None else None
+    if found is not None:
+        return found
+    ids = path_ids(view, entry_id, steps)
+    return ids, children_of(view, ids)
 
 
 def ancestor_at(view: StoredView, entry_id: str, depth: int) -> str | None:

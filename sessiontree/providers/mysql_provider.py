@@ -507,6 +507,20 @@ _PATH_IDS_SQL = (
     f"WHERE up.n < %s) "
     f"SELECT eid, pid, kind FROM up ORDER BY n"
 )
+# The same walk, each entry with its children (by ``entry_parent_idx``): the
+# line of a tree window and what branches off it, in one statement (an IN list
+# of the walk's ids costs the server more than the walk itself).
+_PATH_CHILDREN_SQL = (
+    f"WITH RECURSIVE up (eid, pid, kind, n) AS ("
+    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, type, 0 FROM {rows.TABLE} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
+    f"UNION ALL SELECT p.{_S('entry_id')}, p.{_S('parent_entry_id')}, p.type, up.n + 1 FROM up "
+    f"{_ORDERED_JOIN} {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = up.pid "
+    f"WHERE up.n < %s) "
+    f"SELECT up.eid, up.pid, up.kind, up.n, c.{_S('entry_id')}, c.type, c.{_S('entry_seq')} FROM up "
+    f"LEFT JOIN {rows.TABLE} c {{parent_index}} "
+    f"ON c.{rows.SESSION_COLUMN} = %s AND c.{_S('parent_entry_id')} = up.eid"
+)
 # The entries ``{{ids}}`` and every entry below them (by ``entry_parent_idx``)
 # down ``%s`` (≤ WALK_STEPS) levels, with their parents, seqs and levels.
 _SUBTREE_SQL = (
@@ -784,6 +798,29 @@ class MySQLView:
                     break
         out.reverse()
         return out
+
+    def path_and_children(self, entry_id: str, steps: int) -> tuple[list[str], dict[str, list[str]]] | None:
+        """``keyed_reads.path_and_children`` in one statement (``None``: longer
+        than one walk, or damaged rows: ask the generic way)."""
+        if steps >= WALK_STEPS:
+            return None
+        key = self.state.session_id
+        sql = _PATH_CHILDREN_SQL.format(parent_index=_index_hint("entry_parent_idx"))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [key, entry_id, key, max(0, steps), key])
+            found = cursor.fetchall()
+        at: dict[str, int] = {}
+        kids: dict[str, list[tuple[int, str]]] = {}
+        for eid, _, kind, n, child, child_kind, seq in found:
+            if at.setdefault(eid, n) != n:
+                return None  # pragma: no cover - a parent cycle in damaged rows
+            self._types[eid] = kind
+            listed = kids.setdefault(eid, [])
+            if child is not None and child != eid:
+                self._types[child] = child_kind
+                listed.append((seq, child))
+        ids = sorted(at, key=at.__getitem__, reverse=True)
+        return ids, {eid: [child for _, child in sorted(kids[eid])] for eid in ids}
 
     def path_entries(self, entry_id: str, top: int, bottom: int) -> list[Entry] | None:
         """``keyed_reads.path_entries``: one statement per ``WALK_STEPS`` entries

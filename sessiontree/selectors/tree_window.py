@@ -603,6 +603,7 @@ class _KeyedRead:
         self.shape = LocalShape(state.entry_count)
         self.entries: dict[str, Entry] = {}
         self.branch_budget = BRANCH_READ_LIMIT
+        self.kids: dict[str, list[str]] = {}  # children read with a path (``path(children=True)``)
 
     def known(self, entry_id: str | None) -> str | None:
         """``entry_id`` when the session holds it (with exact facts)."""
@@ -616,12 +617,17 @@ class _KeyedRead:
     def depth(self, entry_id: str) -> int:
         return self.facts[entry_id].depth
 
-    def path(self, end_id: str, top: int, bottom: int) -> list[str]:
-        """The ids at depths ``top``..``bottom`` of ``end_id``'s path."""
+    def path(self, end_id: str, top: int, bottom: int, *, children: bool = False) -> list[str]:
+        """The ids at depths ``top``..``bottom`` of ``end_id``'s path
+        (``children``: their children too, read with them, for ``read_children``)."""
         start = end_id if bottom == self.depth(end_id) else keyed_reads.ancestor_at(self.view, end_id, bottom)
         if start is None:
             raise _NotByKey
-        ids = keyed_reads.path_ids(self.view, start, bottom - top)
+        if children:
+            ids, kids = keyed_reads.path_and_children(self.view, start, bottom - top)
+            self.kids.update(kids)
+        else:
+            ids = keyed_reads.path_ids(self.view, start, bottom - top)
         if len(ids) != bottom - top + 1 or ids[-1] != start:
             raise _NotByKey
         return ids
@@ -640,7 +646,10 @@ class _KeyedRead:
         """Children of ``ids`` (``on_line``: each one's next entry on the line,
         read already); every other child starts a folded branch, read whole."""
         shape = self.shape
-        kids = keyed_reads.children_of(self.view, ids)
+        kids = self.kids
+        missing = [entry_id for entry_id in ids if entry_id not in kids]
+        if missing:
+            kids = {**kids, **keyed_reads.children_of(self.view, missing)}
         folded: list[tuple[str, str]] = []
         for entry_id in ids:
             children = kids.get(entry_id, [])
@@ -802,7 +811,7 @@ def _keyed_tree_window(view: Any, focus_entry_id: str | None, line_entry_id: str
             merged.append([first, last])
     if merged and top - merged[-1][1] - 1 < MIN_RUN:
         top = merged.pop()[0]  # a short stretch between: the window starts higher
-    window = read.path(end, top, bottom)
+    window = read.path(end, top, bottom, children=True)
     read.add_line(window, top)
     # Each stretch reads one entry past what it shows: the next one on the line (a run's first).
     stretches = [(first, read.path(end, first, last + 1)) for first, last in merged]

@@ -139,6 +139,7 @@ def test_recursive_walks_are_driven_by_their_own_rows(tmp_path):
         depth = keyed_reads.entry_facts(view, [leaf])[leaf].depth
         keyed_reads.subtree(view, sides[0])
         keyed_reads.path_ids(view, leaf, 50)
+        keyed_reads.path_and_children(view, leaf, 50)
         keyed_reads.ancestor_at(view, leaf, 100)
         keyed_reads.path_entries(view, leaf, depth - 50, depth)
         mysql_provider._segment("s", leaf, depth - 100, depth)
@@ -150,3 +151,12 @@ def test_recursive_walks_are_driven_by_their_own_rows(tmp_path):
             explained = plan(sql).split(" | ")
             steps = [row for row in explained if row.startswith("RECURSIVE UNION")]
             assert steps and steps[0].split()[2].startswith("table=<derived"), explained
+    # The line's children: looked up by parent from the walk's rows, never a scan of the session.
+    (with_children,) = [sql for sql in walks if "LEFT JOIN" in sql]
+    explained = plan(with_children)
+    assert "entry_parent_idx" in explained, explained
+    if connection.vendor == "mysql":
+        rows = explained.split(" | ")
+        (children,) = [row for row in rows if " table=c " in row]
+        assert "key=entry_parent_idx type=ref" in children, explained
+        assert rows.index(children) > 0 and "table=<derived" in rows[0], explained  # the walk's rows drive

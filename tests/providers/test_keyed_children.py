@@ -99,6 +99,11 @@ def check(view, entries: list[dict]) -> None:
                     assert len(part) > limit and part.items() <= full.items()
                     assert list(part) == [i for i in full if i in part]
     assert keyed_reads.children_of(view, ["nope"]) == {"nope": []}
+    # A path and its entries' children together: as the two reads give them.
+    for entry_id in order[:: max(1, len(order) // 15)]:
+        for steps in (0, 1, 25, 10_000):
+            ids = keyed_reads.path_ids(view, entry_id, steps)
+            assert keyed_reads.path_and_children(view, entry_id, steps) == (ids, {i: children[i] for i in ids})
     # Types by key, after the walks above (a storage may answer from what they read): the stored ones.
     types = {e["id"]: e["type"] for e in entries}
     assert keyed_reads.entry_types(view, [*order[::-3], "nope"]) == {i: types[i] for i in order[::-3]}
@@ -214,6 +219,14 @@ def test_types_a_walk_read_need_no_statement(db):
     with provider.read("typed") as view:
         line = keyed_reads.path_ids(view, leaf, 50)
         kids = keyed_reads.children_of(view, line)
+        seen = [*line, *(kid for found in kids.values() for kid in found)]
+        with CaptureQueriesContext(connection) as captured:
+            assert keyed_reads.entry_types(view, seen) == {i: types[i] for i in seen}
+        assert captured.captured_queries == []
+    with provider.read("typed") as view:
+        with CaptureQueriesContext(connection) as captured:
+            line, kids = keyed_reads.path_and_children(view, leaf, 80)
+        assert len(captured.captured_queries) == 1  # the line and its children in one statement
         seen = [*line, *(kid for found in kids.values() for kid in found)]
         with CaptureQueriesContext(connection) as captured:
             assert keyed_reads.entry_types(view, seen) == {i: types[i] for i in seen}
