@@ -5,7 +5,7 @@ writes; which provider.
 
 The path is read as ``reads.inspect_state`` reads it (issue 23): the head up
 to the identity's lock and the tail from the latest checkpoint, their ids by
-the storage's path facts and jumps (``reads._KeyedPath``), or the walked
+the storage's path facts and jumps (``reads.KeyedPath``), or the walked
 path where the facts cannot say. A write's checks ask the path for what
 they need by key (``BranchPath``), so a write costs what it reads, not the
 path's length.
@@ -33,14 +33,14 @@ Actor = Any  # a user, a name such as "cli:alice", or a services.Actor
 class BranchPath:
     """The path of a branch, asked by key inside its read: an entry by id if it
     lies on the path (``entry``), the latest entry that matches (``latest``).
-    Read by the path facts (``reads._KeyedPath``) where they can say, else
+    Read by the path facts (``reads.KeyedPath``) where they can say, else
     from the walked path (``PathUnclear`` on the way walks it then)."""
 
     def __init__(self, view: Any, session_id: str, leaf_entry_id: str | None, keyed: Any, loaded: dict[str, Entry]):
         self._view, self._session_id, self._leaf = view, session_id, leaf_entry_id
-        self._keyed = keyed  # a reads._KeyedPath, or None once the path is walked
+        self._keyed = keyed  # a reads.KeyedPath, or None once the path is walked
         self._ids: Sequence[str] | None = (
-            None if keyed is not None else reads._path_ids(view, session_id, leaf_entry_id)
+            None if keyed is not None else reads.walked_path_ids(view, session_id, leaf_entry_id)
         )
         self._on_path: set[str] | None = None if self._ids is None else set(self._ids)
         self._loaded = loaded  # entries read so far, all on the path
@@ -48,14 +48,14 @@ class BranchPath:
     def _walk(self) -> None:
         self._keyed = None
         self._loaded = {}  # read by facts the rows disagree with: maybe not all on the path
-        self._ids = reads._path_ids(self._view, self._session_id, self._leaf)
+        self._ids = reads.walked_path_ids(self._view, self._session_id, self._leaf)
         self._on_path = set(self._ids)
 
     def _keyed_or_walked(self, keyed: Callable[[Any], Any], walked: Callable[[], Any]) -> Any:
         if self._keyed is not None:
             try:
                 return keyed(self._keyed)
-            except reads._PathUnclear:
+            except reads.PathUnclear:
                 self._walk()
         return walked()
 
@@ -91,7 +91,7 @@ class BranchPath:
         whole path when none does."""
 
         def scan(ids: Sequence[str], load: Callable[[Sequence[str]], list[Entry]]) -> Entry | None:
-            high, size = len(ids), reads._CHUNK
+            high, size = len(ids), reads.CHUNK
             while high > 0:
                 low = max(0, high - size)
                 for entry in reversed(load(ids[low:high])):
@@ -129,8 +129,8 @@ def read_branch(
         loaded: dict[str, Entry] = {}
         with gc_paused():
             try:
-                found = reads._reduce_keyed(view, leaf, None, loaded)
-            except reads._PathUnclear:
+                found = reads.reduce_keyed(view, leaf, None, loaded)
+            except reads.PathUnclear:
                 found, loaded = None, {}
             if found is not None:
                 keyed, state, reduced = found

@@ -5,7 +5,7 @@ Each is one consistent read (``provider.read``) that loads only the entries
 the reduction needs (``reducer.reduce_branch_from_ids``: the head up to the
 identity's lock and the tail from the latest checkpoint); none moves the
 leaf. ``inspect_state``, ``list_reviews`` and ``review_queue`` also read the
-path's ids by key (``_KeyedPath``: the storage's path facts and jumps), so
+path's ids by key (``KeyedPath``: the storage's path facts and jumps), so
 their cost follows what they read, not the path's length; a session without
 roleplay entries reads no path at all. ``roleplay/inspection.py`` builds the
 views.
@@ -74,23 +74,23 @@ def state_in_view(
 
 def _reduce_at(view: Any, session_id: str, leaf_entry_id: str | None, character_id: str | None) -> RoleplayState:
     """``reduce_branch`` of the path to ``leaf_entry_id``, read lazily: by key
-    (``_reduce_keyed``) where the path facts allow, else the walked path's
+    (``reduce_keyed``) where the path facts allow, else the walked path's
     head up to the identity's lock and tail from the latest checkpoint
     (``reduce_branch_from_ids``)."""
     try:
-        found = _reduce_keyed(view, leaf_entry_id, character_id, {})
-    except _PathUnclear:
+        found = reduce_keyed(view, leaf_entry_id, character_id, {})
+    except PathUnclear:
         found = None
     if found is not None:
         return found[1]
-    state, _ = reduce_branch_from_ids(_path_ids(view, session_id, leaf_entry_id), view.entries, character_id)
+    state, _ = reduce_branch_from_ids(walked_path_ids(view, session_id, leaf_entry_id), view.entries, character_id)
     return state
 
 
-def _reduce_keyed(
+def reduce_keyed(
     view: Any, leaf_entry_id: str | None, character_id: str | None, cache: dict[str, Entry]
-) -> tuple[_KeyedPath, RoleplayState, list[Entry]] | None:
-    """The path to ``leaf_entry_id`` as a ``_KeyedPath``, its state and the
+) -> tuple[KeyedPath, RoleplayState, list[Entry]] | None:
+    """The path to ``leaf_entry_id`` as a ``KeyedPath``, its state and the
     entries it was reduced from (``reducer.reduce_branch_lazily``), or
     ``None`` when the leaf's path facts are not exact (the caller walks).
 
@@ -101,23 +101,23 @@ def _reduce_keyed(
     empty path, whatever the path's length. The path asks whether the session
     has any (``_has_roleplay_entries``) before it reads a second slice
     without having met one, and the reduction stops there.
-    ``_PathUnclear`` when the stored rows disagree with the facts."""
+    ``PathUnclear`` when the stored rows disagree with the facts."""
     if leaf_entry_id is None:
         return None
     facts = keyed_reads.entry_facts(view, [leaf_entry_id]).get(leaf_entry_id)
     if facts is None or not facts.exact:
         return None
-    path = _KeyedPath(view, leaf_entry_id, facts.depth)
+    path = KeyedPath(view, leaf_entry_id, facts.depth)
     reduced: list[Entry] = []
     try:
-        state, reduced = reduce_branch_lazily(path, path.load, character_id, cache=cache, chunk=_CHUNK)
+        state, reduced = reduce_branch_lazily(path, path.load, character_id, cache=cache, chunk=CHUNK)
     except _NoRoleplay:
         state = reduce_branch([], character_id)
     path.reducing = False  # later reads (a diff's common ancestor) read what they ask for
     return path, state, reduced
 
 
-class _PathUnclear(Exception):
+class PathUnclear(Exception):
     """The stored rows do not agree with the leaf's path facts: walk the path instead."""
 
 
@@ -125,7 +125,7 @@ class _NoRoleplay(Exception):
     """The session holds no entry the reducer reads: its state is the empty path's."""
 
 
-class _KeyedPath(Sequence[str]):
+class KeyedPath(Sequence[str]):
     """The ids of the path to ``leaf`` (root first), read by key as they are
     asked for: what ``reduce_branch_from_ids`` reads (the head up to the
     identity's lock, the tail back to the latest checkpoint) and nothing in
@@ -183,15 +183,15 @@ class _KeyedPath(Sequence[str]):
             start = parent  # the slice ends right above an entry read: start from its parent
         found = keyed_reads.path_entries(self.view, start, low, bottom)
         if found is None or (above <= bottom and found[above - low].get("id") != self.known[above]):
-            raise _PathUnclear
+            raise PathUnclear
         for offset, entry in enumerate(found):
             entry_id = str(entry.get("id"))
             if self.known.setdefault(low + offset, entry_id) != entry_id:
-                raise _PathUnclear
+                raise PathUnclear
             self.loaded.setdefault(entry_id, entry)
         below = self.loaded.get(self.known[bottom + 1]) if bottom + 1 in self.known else None
         if below is not None and below.get("parentId") != self.known[bottom]:
-            raise _PathUnclear
+            raise PathUnclear
         self.known_depths = sorted(self.known)
 
     def on_path(self, ids: Collection[str]) -> set[str]:
@@ -217,7 +217,7 @@ class _KeyedPath(Sequence[str]):
 
 
 _LOAD_BATCH = 1000
-_CHUNK = 256  # the first slice of the head, and of the tail, that the reduction reads
+CHUNK = 256  # the first slice of the head, and of the tail, that the reduction reads
 
 
 def list_reviews(
@@ -320,7 +320,7 @@ StateDiff = TypedDict(
 )
 
 
-def _path_ids(view: Any, session_id: str, leaf_entry_id: str | None) -> list[str]:
+def walked_path_ids(view: Any, session_id: str, leaf_entry_id: str | None) -> list[str]:
     if leaf_entry_id is None:
         return []
     try:
@@ -346,18 +346,18 @@ def _reduce_in_view(
 ) -> _ReadBranch:
     """Reduce the path to ``leaf_entry_id`` inside one consistent read, loading
     only what the reduction and the views need (``reduce_branch_from_ids``).
-    ``keyed``: the path's ids are read by key too (``_reduce_keyed``), where
+    ``keyed``: the path's ids are read by key too (``reduce_keyed``), where
     the path facts allow; else the path is walked."""
     if keyed:
         try:
-            found = _reduce_keyed(view, leaf_entry_id, character_id, cache)
+            found = reduce_keyed(view, leaf_entry_id, character_id, cache)
             if found is not None:
                 path, state, _ = found
                 needed = inspection.entry_ids_needed(state)
                 return _branch(view, path, state, path.on_path(needed), cache)
-        except _PathUnclear:
+        except PathUnclear:
             pass
-    ids = _path_ids(view, session_id, leaf_entry_id)
+    ids = walked_path_ids(view, session_id, leaf_entry_id)
     state, _ = reduce_branch_from_ids(ids, view.entries, character_id, cache=cache)
     on_path = set(ids)
     return _branch(view, ids, state, {i for i in inspection.entry_ids_needed(state) if i in on_path}, cache)
@@ -645,7 +645,7 @@ def list_checkpoints(
     with provider.read(session_id) as view, gc_paused():
         session_leaf = view.state.leaf_entry_id
         leaf = session_leaf if isinstance(leaf_entry_id, Unset) else leaf_entry_id
-        position = {entry_id: index for index, entry_id in enumerate(_path_ids(view, session_id, leaf))}
+        position = {entry_id: index for index, entry_id in enumerate(walked_path_ids(view, session_id, leaf))}
         found = [
             entry
             for entry in keyed_reads.custom_entries(view, (schema.CHECKPOINT_TYPE,))

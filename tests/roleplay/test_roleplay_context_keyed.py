@@ -37,7 +37,7 @@ def refusing_whole_paths(provider):
 
 
 def keyed(provider, session_id: str, **kwargs: Any) -> Any:
-    with patched(reads, "_path_ids", no_walk), refusing_whole_paths(provider):
+    with patched(reads, "walked_path_ids", no_walk), refusing_whole_paths(provider):
         return build_roleplay_context(provider, session_id, **kwargs)
 
 

@@ -13,8 +13,9 @@ from roleplay import service
 from roleplay.services import branch, history, planning, reads, writes
 
 MODULES = (reads, writes, planning, history)
-# The writes' one append point and planning's hook in it: machinery, not operations.
-INTERNAL = {"append", "intercept"}
+# The writes' one append point and planning's hook in it, and the keyed path
+# reads that ``branch.py`` shares with ``reads.py``: machinery, not operations.
+INTERNAL = {"append", "intercept", "reduce_keyed", "KeyedPath", "PathUnclear", "walked_path_ids"}
 
 
 def _public(module) -> dict[str, object]:

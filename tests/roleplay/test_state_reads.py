@@ -191,7 +191,7 @@ def test_the_state_at_any_entry_is_the_whole_paths_reduction(provider, plan, rol
     walked = walked_detail(provider, session_id, leaf, character)
     other = entries[(at // 7) % len(entries)]["id"]
     walked_diff = walked_diffs(provider, session_id, [(leaf, other), (other, leaf)], character)
-    with patched(reads, "_CHUNK", chunk), patched(reads, "_path_ids", no_walk):
+    with patched(reads, "CHUNK", chunk), patched(reads, "walked_path_ids", no_walk):
         check_states(provider, session_id, entries, leaf, character)
         assert inspect_state_detail(provider, session_id, leaf_entry_id=leaf, character_id=character) == walked
         assert keyed_diffs(provider, session_id, [(leaf, other), (other, leaf)], character) == walked_diff
@@ -219,13 +219,13 @@ def walked_diffs(provider, session_id: str, pairs: list[tuple[str, str]], charac
             n += 1
         return n
 
-    with patched(reads, "_reduce_keyed", lambda *args: None), patched(reads, "_common_prefix_length", linear):
+    with patched(reads, "reduce_keyed", lambda *args: None), patched(reads, "_common_prefix_length", linear):
         return keyed_diffs(provider, session_id, pairs, character)
 
 
 def walked_detail(provider, session_id: str, leaf: str, character: str | None) -> dict[str, Any]:
     """The state panel's detail as it was read before issue 23: the whole path walked."""
-    with patched(reads, "_reduce_keyed", lambda *args: None):
+    with patched(reads, "reduce_keyed", lambda *args: None):
         return dict(inspect_state_detail(provider, session_id, leaf_entry_id=leaf, character_id=character))
 
 
@@ -333,7 +333,7 @@ def test_a_long_roleplay_path_is_read_by_key_and_reduces_as_whole(provider):
             expected = reduce_branch(get_path_to_leaf(entries, leaf), character)
             walked = walked_detail(provider, "long-rp", leaf, character)
             assert walked["revision"] == expected["revision"]
-            with patched(reads, "_path_ids", no_walk):
+            with patched(reads, "walked_path_ids", no_walk):
                 assert inspect_state(provider, "long-rp", leaf_entry_id=leaf, character_id=character) == expected
                 detail = inspect_state_detail(provider, "long-rp", leaf_entry_id=leaf, character_id=character)
             assert detail == walked
@@ -348,10 +348,10 @@ def test_a_long_roleplay_path_is_read_by_key_and_reduces_as_whole(provider):
     pairs.append((side, leaves[2]))
     for character in (None, CHARACTER, "bob"):
         walked = walked_diffs(provider, "long-rp", pairs, character)
-        with patched(reads, "_path_ids", no_walk):
+        with patched(reads, "walked_path_ids", no_walk):
             assert keyed_diffs(provider, "long-rp", pairs, character) == walked
     # Far from the leaf by small slices: the jumps find each one's bottom.
-    with patched(reads, "_path_ids", no_walk), patched(reads, "_CHUNK", 3):
+    with patched(reads, "walked_path_ids", no_walk), patched(reads, "CHUNK", 3):
         for leaf in leaves:
             expected = reduce_branch(get_path_to_leaf(entries, leaf), None)
             assert inspect_state(provider, "long-rp", leaf_entry_id=leaf) == expected
@@ -396,7 +396,7 @@ def test_turn_results_far_from_the_root_are_found_without_custom_entries(provide
         entries.append({**turn, "id": f"t{i:07x}", "parentId": last})
         last = entries[-1]["id"]
     provider.create_session(session_id="late-turns", entries=entries)
-    with patched(reads, "_path_ids", no_walk):
+    with patched(reads, "walked_path_ids", no_walk):
         for character in (None, CHARACTER, "bob"):
             expected = reduce_branch(get_path_to_leaf(entries, last), character)
             assert inspect_state(provider, "late-turns", character_id=character) == expected

@@ -76,8 +76,8 @@ class NoWholePath:
 
 @contextlib.contextmanager
 def by_key_only():
-    """The whole path neither read (``NoWholePath``) nor walked (``reads._path_ids``)."""
-    with patched(reads, "_path_ids", no_walk):
+    """The whole path neither read (``NoWholePath``) nor walked (``reads.walked_path_ids``)."""
+    with patched(reads, "walked_path_ids", no_walk):
         yield
 
 
@@ -211,7 +211,7 @@ def test_every_write_gives_what_it_gave_reading_the_whole_path(provider, plan, a
             write = ("correct", {**write[1], "correctsCommitId": f"commit-{index - write[1]['correctsCommitId']}"})
         with whole_path_reads():
             expected = outcome(provider, session_id, write, leaf)
-        with by_key_only(), patched(reads, "_CHUNK", chunk):
+        with by_key_only(), patched(reads, "CHUNK", chunk):
             assert outcome(NoWholePath(provider), session_id, write, leaf) == expected, write
 
 
@@ -333,8 +333,8 @@ def test_each_write_sends_the_same_statements_at_any_length(provider):
 
 
 def test_where_the_path_facts_cannot_say_the_writes_walk_the_path(provider):
-    """Facts that are not exact (``_reduce_keyed`` gives up), or rows that
-    disagree with them met by a check after the reduction (``_PathUnclear``):
+    """Facts that are not exact (``reduce_keyed`` gives up), or rows that
+    disagree with them met by a check after the reduction (``PathUnclear``):
     the walked path, and the same results as reading it whole."""
     facts = long_session(provider, "unclear", 700)
     leaf = facts["leaf"]
@@ -343,31 +343,31 @@ def test_where_the_path_facts_cannot_say_the_writes_walk_the_path(provider):
         {"op": "replace", "path": "/a", "value": -1, "reason": "r", "correctsCommitId": facts["first"]},
     )
     cases = {**long_writes(facts), "correct_old": named_old}
-    keyed_read = reads._KeyedPath._read
+    keyed_read = reads.KeyedPath._read
     walks = []
 
     def unclear_after_reducing(self, low: int, bottom: int) -> None:
         if not self.reducing:
-            raise reads._PathUnclear
+            raise reads.PathUnclear
         keyed_read(self, low, bottom)
 
     def unclear(self, ids):
-        raise reads._PathUnclear
+        raise reads.PathUnclear
 
     def counted_walk(view, session_id, leaf_entry_id):
         walks.append(leaf_entry_id)
         return walked(view, session_id, leaf_entry_id)
 
-    walked = reads._path_ids
+    walked = reads.walked_path_ids
     for name, write in cases.items():
         with whole_path_reads():
             expected = outcome(provider, "unclear", write, leaf)
-        with patched(reads, "_reduce_keyed", lambda *args: None):
+        with patched(reads, "reduce_keyed", lambda *args: None):
             assert outcome(NoWholePath(provider), "unclear", write, leaf) == expected, name
         with (
-            patched(reads._KeyedPath, "_read", unclear_after_reducing),
-            patched(reads._KeyedPath, "on_path", unclear),
-            patched(reads, "_path_ids", counted_walk),
+            patched(reads.KeyedPath, "_read", unclear_after_reducing),
+            patched(reads.KeyedPath, "on_path", unclear),
+            patched(reads, "walked_path_ids", counted_walk),
         ):
             assert outcome(NoWholePath(provider), "unclear", write, leaf) == expected, name
     assert walks  # the named commits far from the leaf, the unknown one
