@@ -22,7 +22,10 @@ cold one is made and not counted; on ``file`` that one indexes the file) of:
   endpoint runs);
 - the admin's entry panel of the leaf and the admin's tree page, through
   Django's test client (middleware, auth, templates; no network); the tree
-  page also laid out from the whole shape (``KEYED_FROM`` raised past the
+  page also as a process first shows it (what it keeps per process of a
+  session, the shape under ``KEYED_FROM`` entries and the marker count
+  above, dropped before each run: like against like at every size), and
+  laid out from the whole shape (``KEYED_FROM`` raised past the
   size: what smaller sessions use, and every session did before the window
   was read by key), warm (the shape cached per process);
 - the REST API's tree window (``selectors.nested_tree``, the default
@@ -84,6 +87,7 @@ OPERATIONS = (
     "context",
     "panel",
     "tree",
+    "tree_first",
     "tree_whole",
     "api_tree",
     "append",
@@ -95,6 +99,7 @@ LABELS = {
     "context": "context at the leaf",
     "panel": "admin entry panel of the leaf",
     "tree": "admin tree page",
+    "tree_first": "admin tree page, first view in the process",
     "tree_whole": "admin tree page laid out from the whole shape",
     "api_tree": "REST tree window (default: the root, 50 levels)",
     "append": "append (audited)",
@@ -264,6 +269,12 @@ def measure(kind: str, session_id: str, roleplay_id: str, repeat: int, client: A
     figures["context"] = median_ms(lambda: provider.build_context(session_id), repeat)
     figures["panel"] = median_ms(lambda: get(panel_url), repeat)
     figures["tree"] = median_ms(lambda: get(tree_url), repeat)
+
+    def first_view() -> None:
+        tree_window.clear_shape_cache()  # what this process keeps of the session's shape: gone
+        get(tree_url)
+
+    figures["tree_first"] = median_ms(first_view, repeat)
     # The same page laid out from the whole shape (what sessions under
     # KEYED_FROM entries use, and every session did before), for comparison.
     keyed_from = tree_window.KEYED_FROM

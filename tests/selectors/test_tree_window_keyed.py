@@ -290,3 +290,28 @@ def test_two_leaves_compared_by_key_as_from_the_whole_paths(session, monkeypatch
             patch.setattr(ec, "read_shape", _refused)
             got = outcome(lambda a=a, b=b: ec.compare_leaves(provider, "big", a, b))
         assert got == want, (a, b)
+
+
+def test_the_marker_count_kept_per_process_follows_the_session(session, monkeypatch):
+    """The keyed window's marker count is kept per process under the
+    session's content key: viewed again it costs no statement, and a marker
+    appended since is counted (the key moves with the entry count)."""
+    provider, _ = session
+
+    def count() -> int:
+        return keyed(monkeypatch, lambda: tw.tree_window(provider, "big"), window=50).skeleton.marker_count
+
+    tw.clear_shape_cache()
+    before = count()
+    assert before == whole(monkeypatch, lambda: tw.tree_window(provider, "big")).skeleton.marker_count
+    tw.clear_shape_cache()
+    count()
+    with CaptureQueriesContext(connection) as captured:
+        assert count() == before
+    assert not [q for q in captured.captured_queries if "COUNT(" in q["sql"].upper()]
+    leaf = provider.get_session("big")["leaf_entry_id"]
+    provider.append_entry(
+        "big",
+        {"type": "branch_summary", "id": "bsum0001", "parentId": leaf, "timestamp": TS, "fromId": leaf, "summary": "s"},
+    )
+    assert count() == before + 1 == whole(monkeypatch, lambda: tw.tree_window(provider, "big")).skeleton.marker_count
