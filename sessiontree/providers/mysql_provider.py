@@ -497,27 +497,21 @@ def _facts_and_entries(session_key: str, ids: Collection[str]) -> dict[str, tupl
 # in more statements.
 WALK_STEPS = 900
 
-# An entry and its ancestors, ids only, nearest first, ``%s`` (≤ WALK_STEPS) steps at most.
-_PATH_IDS_SQL = (
+# An entry and its ancestors (id, parent, type), nearest first, ``%s`` (≤ WALK_STEPS) steps at most.
+_UP_WALK = (
     f"WITH RECURSIVE up (eid, pid, kind, n) AS ("
     f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, type, 0 FROM {rows.TABLE} "
     f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
     f"UNION ALL SELECT p.{_S('entry_id')}, p.{_S('parent_entry_id')}, p.type, up.n + 1 FROM up "
     f"{_ORDERED_JOIN} {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = up.pid "
     f"WHERE up.n < %s) "
-    f"SELECT eid, pid, kind FROM up ORDER BY n"
 )
+_PATH_IDS_SQL = f"{_UP_WALK}SELECT eid, pid, kind FROM up ORDER BY n"
 # The same walk, each entry with its children (by ``entry_parent_idx``): the
 # line of a tree window and what branches off it, in one statement (an IN list
 # of the walk's ids costs the server more than the walk itself).
 _PATH_CHILDREN_SQL = (
-    f"WITH RECURSIVE up (eid, pid, kind, n) AS ("
-    f"SELECT {_S('entry_id')}, {_S('parent_entry_id')}, type, 0 FROM {rows.TABLE} "
-    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} = %s "
-    f"UNION ALL SELECT p.{_S('entry_id')}, p.{_S('parent_entry_id')}, p.type, up.n + 1 FROM up "
-    f"{_ORDERED_JOIN} {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = up.pid "
-    f"WHERE up.n < %s) "
-    f"SELECT up.eid, up.pid, up.kind, up.n, c.{_S('entry_id')}, c.type, c.{_S('entry_seq')} FROM up "
+    f"{_UP_WALK}SELECT up.eid, up.pid, up.kind, up.n, c.{_S('entry_id')}, c.type, c.{_S('entry_seq')} FROM up "
     f"LEFT JOIN {rows.TABLE} c {{parent_index}} "
     f"ON c.{rows.SESSION_COLUMN} = %s AND c.{_S('parent_entry_id')} = up.eid"
 )
