@@ -31,6 +31,7 @@ may answer ``None`` for "ask the generic way":
 - ``position_of(entry_id) -> int | None``
 - ``latest_tips(limit, scan) -> list[tuple[int, str]]``
 - ``levels_below(ids, depth) -> list[list[tuple[str, str]]]``
+- ``branch_walks(starts, stop_at, steps) -> dict[str, list[tuple[str, Any]]]``
 """
 
 from __future__ import annotations
@@ -436,3 +437,103 @@ def levels_below(view: StoredView, ids: Collection[str], depth: int) -> list[lis
         out.append(below)
         level = [kid for kid, _ in below]
     return out
+
+
+def branch_walks(
+    view: StoredView, starts: Collection[str], stop_at: str, steps: int
+) -> dict[str, list[tuple[str, Any]]]:
+    """Each of ``starts`` that names an entry → ``(id, stored parent id)`` of
+    it and of its ancestors, nearest first, up to the first ancestor that is
+    ``stop_at``, or has a child besides the one walked up from (a branch
+    point), or whose parent names no entry (a root); ``steps`` steps up at
+    most. The start itself never stops the walk. Generic: ``parents()`` and
+    ``children_of`` an entry at a time."""
+    own = getattr(view, "branch_walks", None)
+    found: dict[str, list[tuple[str, Any]]] | None = own(starts, stop_at, steps) if own is not None else None
+    if found is not None:
+        return found
+    parents = view.parents()
+    out: dict[str, list[tuple[str, Any]]] = {}
+    for start in dict.fromkeys(starts):
+        if start not in parents:
+            continue
+        walk = [(start, parents[start])]
+        seen = {start}
+        while len(walk) <= steps:
+            below, above = walk[-1]
+            if not isinstance(above, str) or above not in parents or above in seen:
+                break
+            seen.add(above)
+            walk.append((above, parents[above]))
+            if above == stop_at or any(kid != below for kid in children_of(view, [above])[above]):
+                break
+        out[start] = walk
+    return out
+
+
+def walk_to_path(
+    view: StoredView, leaf_id: str, tips: Collection[str], *, window: int
+) -> dict[str, tuple[list[str], str | None]] | None:
+    """Where each of ``tips`` (entries off the root-to-``leaf_id`` path; the
+    leaf itself is left out) meets that path: ``tip`` → (the ids from it up
+    to the path, the tip first, the meeting entry left out; the meeting
+    entry, ``None`` when the walk reached a root off the path).
+
+    By key, whatever the session's length (the compare page's branch tips,
+    issue 23): the tips are walked up together by ``branch_walks``, which
+    stops at branch points (where a branch leaves the path, the path's entry
+    has two children); a stop is on the path when the leaf's ancestor at its
+    depth is that entry: the leaf's last ``window`` path entries are read
+    once, deeper stops are asked by the jumps (``ancestor_at``). The work is
+    the branches' lengths plus the window, not the session. ``None`` when the
+    path facts cannot say (a storage without them, facts that are not exact)."""
+    if getattr(view, "entry_facts", None) is None:
+        return None
+    leaf = entry_facts(view, [leaf_id]).get(leaf_id)
+    if leaf is None or not leaf.exact:
+        return None
+    active: dict[int, str] = {}  # depth → the leaf's ancestor there, read from the leaf up
+    read_top = leaf.depth + 1  # the depths from here down are in ``active``
+    pending = {tip: tip for tip in dict.fromkeys(tips) if tip != leaf_id}  # tip → where its walk goes on
+    walked: dict[str, list[str]] = {tip: [] for tip in pending}
+    out: dict[str, tuple[list[str], str | None]] = {}
+    while pending:
+        walks = branch_walks(view, list(dict.fromkeys(pending.values())), leaf_id, _BRANCH_STEPS)
+        stops: dict[str, str] = {}
+        for tip, start in list(pending.items()):
+            ids = [entry_id for entry_id, _ in walks.get(start, ())]
+            if walked[tip]:
+                ids = ids[1:]  # the walk went on from its last stop
+            if not ids or not set(walked[tip]).isdisjoint(ids):
+                out[tip] = (walked[tip], None)  # a root off the path (or a parent cycle in damaged rows)
+                del pending[tip]
+                continue
+            walked[tip].extend(ids)
+            stops[tip] = ids[-1]
+        facts = entry_facts(view, stops.values())
+        if any(stop not in facts or not facts[stop].exact for stop in stops.values()):
+            return None
+        if stops and read_top > leaf.depth:
+            lowest = min(facts[stop].depth for stop in stops.values())
+            ids = path_ids(view, leaf_id, max(0, min(leaf.depth - lowest, window)))
+            for offset, entry_id in enumerate(reversed(ids)):
+                active[leaf.depth - offset] = entry_id
+            read_top = leaf.depth - len(ids) + 1
+        for tip, stop in stops.items():
+            depth = facts[stop].depth
+            if depth > leaf.depth:
+                meets = False
+            elif depth >= read_top:
+                meets = active.get(depth) == stop
+            else:
+                meets = ancestor_at(view, leaf_id, depth) == stop
+            if meets:
+                out[tip] = (walked[tip][:-1], stop)
+                del pending[tip]
+            else:
+                pending[tip] = stop
+    return out
+
+
+# Steps up one ``branch_walks`` takes at most (the mysql provider's recursion bound).
+_BRANCH_STEPS = 900

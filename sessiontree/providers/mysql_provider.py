@@ -528,6 +528,19 @@ _SUBTREE_SQL = (
     f"WHERE down.n < %s) "
     f"SELECT eid, pid, seq, n FROM down"
 )
+# The entries ``{{ids}}`` and their ancestors, nearest first (``keyed_reads.branch_walks``):
+# each walk goes on past an entry only while that entry is not ``%s`` (the stop) and
+# has no child besides the one walked up from (``entry_parent_idx``), ``%s`` steps at most.
+_BRANCH_WALK_SQL = (
+    f"WITH RECURSIVE up (start, eid, pid, prev, n) AS ("
+    f"SELECT {_S('entry_id')}, {_S('entry_id')}, {_S('parent_entry_id')}, {_S('entry_id')}, 0 FROM {rows.TABLE} "
+    f"WHERE {rows.SESSION_COLUMN} = %s AND {_S('entry_id')} IN ({{ids}}) AND {_S('depth')} >= 0 "
+    f"UNION ALL SELECT up.start, p.{_S('entry_id')}, p.{_S('parent_entry_id')}, up.eid, up.n + 1 FROM up "
+    f"{_ORDERED_JOIN} {rows.TABLE} p ON p.{rows.SESSION_COLUMN} = %s AND p.{_S('entry_id')} = up.pid "
+    f"WHERE up.n < %s AND (up.n = 0 OR (up.eid <> %s AND NOT EXISTS (SELECT 1 FROM {rows.TABLE} c {{parent_index}} "
+    f"WHERE c.{rows.SESSION_COLUMN} = %s AND c.{_S('parent_entry_id')} = up.eid AND c.{_S('entry_id')} <> up.prev)))) "
+    f"SELECT start, eid, pid, n FROM up"
+)
 _CHILD_IDS_SQL = (
     f"SELECT {_S('entry_id')} FROM {rows.TABLE} {{parent_index}} WHERE {rows.SESSION_COLUMN} = %s "
     f"AND {_S('parent_entry_id')} = %s ORDER BY {_S('entry_seq')}"
@@ -960,6 +973,23 @@ class MySQLView:
         while out and not out[-1]:
             out.pop()
         return out
+
+    def branch_walks(self, starts: Collection[str], stop_at: str, steps: int) -> dict[str, list[tuple[str, Any]]]:
+        """``keyed_reads.branch_walks`` in one statement per ``BY_ID_LIMIT``
+        starts: the walks up by the (session, entry_id) key, each stopped by
+        a probe of ``entry_parent_idx`` (``steps`` at most ``WALK_STEPS``)."""
+        wanted = list(dict.fromkeys(i for i in starts if isinstance(i, str)))
+        key = self.state.session_id
+        found: dict[str, list[tuple[int, str, Any]]] = {}
+        with connection.cursor() as cursor:
+            for chunk in rows.chunks(wanted, BY_ID_LIMIT):
+                sql = _BRANCH_WALK_SQL.format(
+                    ids=rows.in_list(len(chunk)), parent_index=_index_hint("entry_parent_idx")
+                )
+                cursor.execute(sql, [key, *chunk, key, max(0, min(steps, WALK_STEPS)), stop_at, key])
+                for start, entry_id, parent_id, n in cursor.fetchall():
+                    found.setdefault(str(start), []).append((int(n), str(entry_id), parent_id))
+        return {start: [(entry_id, parent) for _, entry_id, parent in sorted(walk)] for start, walk in found.items()}
 
     def root_ids(self, limit: int) -> list[str]:
         """Rows without a parent, by ``entry_parent_idx`` (a parent that names no

@@ -19,7 +19,7 @@ from sessiontree.core.compaction import ContextUsageEstimate, estimate_context_t
 from sessiontree.core.context_builder import build_context_from_path, entry_to_message
 from sessiontree.core.entries import message_of
 from sessiontree.core.errors import BadInput, EntryNotFound
-from sessiontree.core.path import walk_path
+from sessiontree.core.path import resolve_latest_labels, walk_path
 from sessiontree.core.path_facts import PathFacts, build_context_from_segment
 from sessiontree.core.text import entry_role, entry_text
 from sessiontree.core.types import Entry, LabelInfo, SessionContext
@@ -496,27 +496,19 @@ class BranchTip:
 def branch_tips(provider: SessionTreeProvider, session_id: str, *, limit: int = TIPS_NAMED) -> list[BranchTip]:
     """The session's branch tips (the leaf first, then the others, latest first),
     each with where its branch leaves the active path, its size, its latest
-    label and the message it is named by: one read of the skeleton, one batch of payloads."""
+    label and the message it is named by.
+
+    Under ``KEYED_FROM`` entries (or on a storage without path facts): from
+    the whole shape, one batch of payloads. From it on, by key (issue 23):
+    the latest tips among the last ``TIPS_SCAN`` entries, each walked up to
+    the active path (``keyed_reads.walk_to_path``), the leaf named by its
+    last ``LEAF_LABEL_SCAN`` path entries; the work is the branches shown,
+    not the session."""
     with provider.read(session_id) as view:
-        skeleton = read_skeleton(view)
-        shape = skeleton.shape
-        active = skeleton.active
-        leaf = skeleton.leaf_entry_id
-        tips = list(reversed(shape.tips()))
-        if leaf is not None and leaf in shape.parent:
-            tips = [leaf, *(tip for tip in tips if tip != leaf)]
-        named: list[tuple[str, list[str], str | None]] = []  # tip, its branch root first, fork
-        for tip in tips[:limit]:
-            branch: list[str] = []
-            current: str | None = tip
-            while current is not None and current not in active:
-                branch.append(current)
-                current = shape.parent_of(current)
-            if not branch:  # the leaf, or a tip on the active path: name it by its own recent past
-                branch = walk_path(tip, shape.parent)
-                named.append((tip, branch, None))
-            else:
-                named.append((tip, list(reversed(branch)), current))
+        found = _tips_by_key(view, limit)
+        if found is None:
+            found = _tips_from_shape(view, limit)
+        named, labels, depths, leaf = found
         wanted: dict[str, None] = {}
         for tip, branch, fork in named:
             wanted[tip] = None
@@ -524,7 +516,7 @@ def branch_tips(provider: SessionTreeProvider, session_id: str, *, limit: int = 
             wanted.update(dict.fromkeys(head))
         ids = list(wanted)
         by_id = dict(zip(ids, view.entries(ids), strict=True)) if ids else {}
-    found: list[BranchTip] = []
+    tips: list[BranchTip] = []
     for tip, branch, fork in named:
         if fork is None:
             recent = [by_id[e] for e in reversed(branch[-NAME_LOOKAHEAD * 4 :])]
@@ -534,21 +526,85 @@ def branch_tips(provider: SessionTreeProvider, session_id: str, *, limit: int = 
             name = next((e for e in first if entry_role(e) == "user"), None) or next(
                 (e for e in first if e.get("type") == "message"), first[0] if first else None
             )
-        label = next((skeleton.labels[e]["label"] for e in reversed(branch) if e in skeleton.labels), "")
-        found.append(
+        label = next((labels[e]["label"] for e in reversed(branch) if e in labels), "")
+        tips.append(
             BranchTip(
                 entry_id=tip,
                 is_leaf=tip == leaf,
-                depth=shape.depth_of(tip),
+                depth=depths[tip],
                 fork_id=fork,
                 size=len(branch) if fork is not None else 0,
                 label=label,
                 name_entry=name,
                 tip_entry=by_id.get(tip),
-                on_active_path=tip in active,
+                on_active_path=tip == leaf,  # a tip on the path has no child: the leaf
             )
         )
-    return found
+    return tips
+
+
+# (tip, its branch root first, fork) of each tip shown; the labels aimed at the
+# branches' entries; each tip's depth; the leaf.
+_NamedTips = tuple[list[tuple[str, list[str], str | None]], Mapping[str, LabelInfo], Mapping[str, int], str | None]
+
+# The leaf's label is the latest label among its last this many path entries (by key).
+LEAF_LABEL_SCAN = 900
+
+
+def _tips_from_shape(view: Any, limit: int) -> _NamedTips:
+    """``branch_tips``'s reading from the whole shape."""
+    skeleton = read_skeleton(view)
+    shape = skeleton.shape
+    active = skeleton.active
+    leaf = skeleton.leaf_entry_id
+    tips = list(reversed(shape.tips()))
+    if leaf is not None and leaf in shape.parent:
+        tips = [leaf, *(tip for tip in tips if tip != leaf)]
+    named: list[tuple[str, list[str], str | None]] = []
+    for tip in tips[:limit]:
+        branch: list[str] = []
+        current: str | None = tip
+        while current is not None and current not in active:
+            branch.append(current)
+            current = shape.parent_of(current)
+        if not branch:  # the leaf, or a tip on the active path: name it by its own recent past
+            named.append((tip, walk_path(tip, shape.parent), None))
+        else:
+            named.append((tip, list(reversed(branch)), current))
+    return named, skeleton.labels, {tip: shape.depth_of(tip) for tip, _, _ in named}, leaf
+
+
+def _tips_by_key(view: Any, limit: int) -> _NamedTips | None:
+    """``branch_tips``'s reading by key; ``None`` where the whole shape must say."""
+    state = view.state
+    leaf = state.leaf_entry_id
+    if leaf is None or getattr(view, "entry_facts", None) is None or state.entry_count < KEYED_FROM:
+        return None
+    latest = [entry_id for _, entry_id in keyed_reads.latest_tips(view, limit, TIPS_SCAN)]
+    tips = [leaf, *(tip for tip in latest if tip != leaf)][: max(limit, 1)]
+    facts = keyed_reads.entry_facts(view, tips)
+    if any(tip not in facts or not facts[tip].exact for tip in tips):
+        return None  # an entry in flight, or facts that cannot say
+    walks = keyed_reads.walk_to_path(view, leaf, tips[1:], window=TIPS_SCAN)
+    if walks is None:
+        return None
+    named: list[tuple[str, list[str], str | None]] = [
+        (leaf, keyed_reads.path_ids(view, leaf, LEAF_LABEL_SCAN - 1), None)
+    ]
+    for tip in tips[1:]:
+        walked, fork = walks[tip]
+        named.append((tip, list(reversed(walked)), fork))
+    targets = list(dict.fromkeys(entry_id for _, branch, _ in named for entry_id in branch))
+    labels: dict[str, LabelInfo] = {}
+    for at in range(0, len(targets), _LABEL_BATCH):  # every label of a target comes in its batch
+        labels.update(
+            resolve_latest_labels(keyed_reads.entries_targeting_any(view, targets[at : at + _LABEL_BATCH], ("label",)))
+        )
+    return named, labels, {tip: facts[tip].depth for tip in tips}, leaf
+
+
+# Targets asked for at once (the mysql provider reads by key up to 2,000).
+_LABEL_BATCH = 2000
 
 
 # --- entries found by kind or text -----------------------------------------------------------

@@ -71,3 +71,37 @@ def test_the_tree_page_issues_the_same_statements_at_any_size(admin_client, kind
             assert admin_client.get(tree_url(row)).status_code == 200
         counts[size] = (len(cold.captured_queries), len(warm.captured_queries))
     assert counts[sizes[0]] == counts[sizes[1]], counts
+
+
+def test_the_compare_page_issues_the_same_statements_at_any_size(admin_client, kind, monkeypatch):
+    """The compare page of two sessions longer than the tips' scan: the same
+    statements at both sizes (its branch tips walked up to the active path by
+    key, the two leaves compared by key), and never the whole shape (which
+    costs one statement on ``mysql`` and none on ``file``, whatever the size)."""
+    from sessiontree.selectors import entry_context
+    from sessiontree.selectors.entry_context import TIPS_SCAN
+    from sessiontree.selectors.tree_window import clear_shape_cache
+
+    def refused(view):
+        raise AssertionError("the whole shape was read")
+
+    monkeypatch.setattr(entry_context, "read_skeleton", refused)
+    monkeypatch.setattr(entry_context, "read_shape", refused)
+
+    counts = {}
+    pages = {}
+    for size in (2 * TIPS_SCAN, 4 * TIPS_SCAN):
+        sid = f"compare-{kind}-{size}"
+        get_provider(kind).create_session(session_id=sid, entries=with_labels_and_edits(size))
+        row = AgentSession.objects.get(session_id=sid)
+        admin_client.get(tree_url(row, "tree_compare"))  # the user's session and permission caches
+        clear_shape_cache()
+        with CaptureQueriesContext(connection) as captured:
+            response = admin_client.get(tree_url(row, "tree_compare"))
+        assert response.status_code == 200
+        counts[size] = len(captured.captured_queries)
+        pages[size] = response.content.decode()
+    assert counts[2 * TIPS_SCAN] == counts[4 * TIPS_SCAN], counts
+    for page in pages.values():  # the leaf against the latest side branch, each named
+        assert page.count('class="compare-row') > 0
+        assert "side " in page

@@ -143,6 +143,7 @@ def test_recursive_walks_are_driven_by_their_own_rows(tmp_path):
         keyed_reads.ancestor_at(view, leaf, 100)
         keyed_reads.path_entries(view, leaf, depth - 50, depth)
         mysql_provider._segment("s", leaf, depth - 100, depth)
+        walked = keyed_reads.branch_walks(view, sides, leaf, 50)
     walks = [q["sql"] for q in captured.captured_queries if "WITH RECURSIVE" in q["sql"]]
     assert {sql.split("(", 1)[0].split()[-1] for sql in walks} >= {"down", "up", "climb", "seg"}, walks
     for sql in walks:
@@ -160,3 +161,15 @@ def test_recursive_walks_are_driven_by_their_own_rows(tmp_path):
         (children,) = [row for row in rows if " table=c " in row]
         assert "key=entry_parent_idx type=ref" in children, explained
         assert rows.index(children) > 0 and "table=<derived" in rows[0], explained  # the walk's rows drive
+    # The walks up to a branch point: each step one probe of ``entry_parent_idx`` for another child.
+    assert all(len(walked[side]) == 2 for side in sides), walked  # a side entry's parent is a branch point
+    (branch_walk,) = [sql for sql in walks if "NOT EXISTS" in sql]
+    explained = plan(branch_walk)
+    assert "entry_parent_idx" in explained, explained
+    if connection.vendor == "sqlite":
+        assert "SCAN c" not in explained and "SCAN p" not in explained, explained
+    else:
+        stored = [row for row in explained.split(" | ") if " table=<" not in row]  # the rows, not the walk's own
+        assert len(stored) == 3 and all("key=None" not in row and "type=ALL" not in row for row in stored), explained
+        (probe,) = [row for row in stored if " table=c " in row]
+        assert "key=entry_parent_idx type=ref" in probe, explained
