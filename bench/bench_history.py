@@ -28,6 +28,12 @@ cold one is made and not counted; on ``file`` that one indexes the file) of:
   laid out from the whole shape (``KEYED_FROM`` raised past the
   size: what smaller sessions use, and every session did before the window
   was read by key), warm (the shape cached per process);
+- the compare page's branch tips (``entry_context.branch_tips``: up to 200,
+  each with its fork, size, label and naming message), as after a change
+  (what the process keeps of the session's shape dropped before each run:
+  a new entry changes it), read by key and from the whole shape
+  (``entry_context.KEYED_FROM`` raised: what every session's tips cost
+  before); the comparison itself costs what the two branches hold;
 - the REST API's tree window (``selectors.nested_tree``, the default
   window: the root and 50 levels below it);
 - an append: ``services.entries.append_message`` (audited, one unit);
@@ -89,6 +95,8 @@ OPERATIONS = (
     "tree",
     "tree_first",
     "tree_whole",
+    "compare",
+    "compare_whole",
     "api_tree",
     "append",
     "roleplay",
@@ -101,6 +109,8 @@ LABELS = {
     "tree": "admin tree page",
     "tree_first": "admin tree page, first view in the process",
     "tree_whole": "admin tree page laid out from the whole shape",
+    "compare": "compare page's branch tips (named), after a change",
+    "compare_whole": "compare page's branch tips from the whole shape, after a change",
     "api_tree": "REST tree window (default: the root, 50 levels)",
     "append": "append (audited)",
     "roleplay": "roleplay state at the leaf",
@@ -250,7 +260,7 @@ def measure(kind: str, session_id: str, roleplay_id: str, repeat: int, client: A
     from roleplay.services.reads import inspect_state
     from sessiontree.models import AgentSession
     from sessiontree.providers.factory import get_provider
-    from sessiontree.selectors import tree_window
+    from sessiontree.selectors import entry_context, tree_window
     from sessiontree.selectors.nested_tree import nested_tree
     from sessiontree.services import entries as entry_ops
 
@@ -284,6 +294,19 @@ def measure(kind: str, session_id: str, roleplay_id: str, repeat: int, client: A
         figures["tree_whole"] = median_ms(lambda: get(tree_url), repeat)
     finally:
         tree_window.KEYED_FROM = keyed_from
+
+    def compare_after_a_change() -> None:
+        tree_window.clear_shape_cache()  # what a new entry does to what the process keeps
+        if not entry_context.branch_tips(provider, session_id):
+            raise SystemExit("no branch tips")
+
+    figures["compare"] = median_ms(compare_after_a_change, repeat)
+    keyed_from = entry_context.KEYED_FROM
+    entry_context.KEYED_FROM = 10**12
+    try:
+        figures["compare_whole"] = median_ms(compare_after_a_change, repeat)
+    finally:
+        entry_context.KEYED_FROM = keyed_from
     figures["api_tree"] = median_ms(lambda: nested_tree(provider, session_id), repeat)
     figures["roleplay"] = median_ms(lambda: inspect_state(provider, session_id), repeat)
     figures["roleplay_session"] = median_ms(lambda: inspect_state(provider, roleplay_id), repeat)

@@ -560,18 +560,27 @@ def _tips_from_shape(view: Any, limit: int) -> _NamedTips:
     tips = list(reversed(shape.tips()))
     if leaf is not None and leaf in shape.parent:
         tips = [leaf, *(tip for tip in tips if tip != leaf)]
+    on_path = {entry_id: depth for depth, entry_id in enumerate(skeleton.active_path)}
     named: list[tuple[str, list[str], str | None]] = []
+    depths: dict[str, int] = {}
     for tip in tips[:limit]:
         branch: list[str] = []
+        seen: set[str] = set()
         current: str | None = tip
-        while current is not None and current not in active:
+        while current is not None and current not in active and current not in seen:  # (a parent cycle: damaged)
             branch.append(current)
+            seen.add(current)
             current = shape.parent_of(current)
+        if current in seen:
+            current = None
         if not branch:  # the leaf, or a tip on the active path: name it by its own recent past
             named.append((tip, walk_path(tip, shape.parent), None))
+            depths[tip] = on_path[tip]
         else:
             named.append((tip, list(reversed(branch)), current))
-    return named, skeleton.labels, {tip: shape.depth_of(tip) for tip, _, _ in named}, leaf
+            # Below its fork, or the whole path up from a root off the active path.
+            depths[tip] = on_path[current] + len(branch) if current is not None else len(branch) - 1
+    return named, skeleton.labels, depths, leaf
 
 
 def _tips_by_key(view: Any, limit: int) -> _NamedTips | None:
