@@ -30,6 +30,7 @@ may answer ``None`` for "ask the generic way":
 - ``entries_in_order(start, limit, types=None, before=False) -> list[tuple[int, Entry]]``
 - ``position_of(entry_id) -> int | None``
 - ``latest_tips(limit, scan) -> list[tuple[int, str]]``
+- ``tail_parents(scan) -> list[tuple[int, str, Any]]``
 - ``levels_below(ids, depth) -> list[list[tuple[str, str]]]``
 - ``branch_walks(starts, stop_at, steps) -> dict[str, list[tuple[str, Any]]]``
 """
@@ -37,7 +38,7 @@ may answer ``None`` for "ask the generic way":
 from __future__ import annotations
 
 import inspect
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from sessiontree.core.path import resolve_latest_labels, walk_path
@@ -397,16 +398,40 @@ def position_of(view: StoredView, entry_id: str) -> int | None:
 def latest_tips(view: StoredView, limit: int, scan: int) -> list[tuple[int, str]]:
     """``(position, id)`` of up to ``limit`` branch tips (entries without
     children) among the session's last ``scan`` entries, the latest first.
-    Generic: the last ``scan`` ids in order, then their children."""
+    Generic: the last ``scan`` entries with their parents (``tail_parents``,
+    one range of the append order), then ``tips_in`` them."""
     if limit <= 0 or scan <= 0:
         return []
     own = getattr(view, "latest_tips", None)
     found: list[tuple[int, str]] | None = own(limit, scan) if own is not None else None
     if found is not None:
         return found
-    pairs = ids_in_order(view, 10**18, scan, before=True)
-    children = children_of(view, [entry_id for _, entry_id in pairs])
-    return [pair for pair in reversed(pairs) if not children.get(pair[1])][:limit]
+    return tips_in(view, tail_parents(view, scan), limit)
+
+
+def tail_parents(view: StoredView, scan: int) -> list[tuple[int, str, Any]]:
+    """``(position, id, stored parent id)`` of the session's last ``scan``
+    entries, in append order (the one in flight last). Generic: ``ids_in_order``
+    and ``parents()``."""
+    if scan <= 0:
+        return []
+    own = getattr(view, "tail_parents", None)
+    found: list[tuple[int, str, Any]] | None = own(scan) if own is not None else None
+    if found is not None:
+        return found
+    parents = view.parents()
+    return [(at, entry_id, parents.get(entry_id)) for at, entry_id in ids_in_order(view, 10**18, scan, before=True)]
+
+
+def tips_in(view: StoredView, tail: Sequence[tuple[int, str, Any]], limit: int) -> list[tuple[int, str]]:
+    """Up to ``limit`` tips among ``tail`` (``tail_parents``), the latest first.
+    An entry's children come after it, so one that the tail names as a parent
+    has a child; the others are tips, but for a child stored before its parent
+    (an import out of order): ``children_of`` the candidates says."""
+    named = {parent for _, _, parent in tail}
+    candidates = [(at, entry_id) for at, entry_id, _ in reversed(tail) if entry_id not in named]
+    children = children_of(view, [entry_id for _, entry_id in candidates])
+    return [pair for pair in candidates if not children.get(pair[1])][: max(limit, 0)]
 
 
 def levels_below(view: StoredView, ids: Collection[str], depth: int) -> list[list[tuple[str, str]]]:
@@ -472,7 +497,12 @@ def branch_walks(
 
 
 def walk_to_path(
-    view: StoredView, leaf_id: str, tips: Collection[str], *, window: int
+    view: StoredView,
+    leaf_id: str,
+    tips: Collection[str],
+    *,
+    window: int,
+    tail: Mapping[str, Any] | None = None,
 ) -> dict[str, tuple[list[str], str | None]] | None:
     """Where each of ``tips`` (entries off the root-to-``leaf_id`` path; the
     leaf itself is left out) meets that path: ``tip`` → (the ids from it up
@@ -486,7 +516,13 @@ def walk_to_path(
     depth is that entry: the leaf's last ``window`` path entries are read
     once, deeper stops are asked by the jumps (``ancestor_at``). The work is
     the branches' lengths plus the window, not the session. ``None`` when the
-    path facts cannot say (a storage without them, facts that are not exact)."""
+    path facts cannot say (a storage without them, facts that are not exact).
+
+    ``tail``: the session's last entries (id → stored parent id, from
+    ``tail_parents``), walked in memory first: the leaf's path among them
+    (its facts are exact, so its entries were stored after their parents and
+    the part of the path in the tail is the part below the tail's first
+    entry) and each tip up to that path or out of the tail."""
     if getattr(view, "entry_facts", None) is None:
         return None
     leaf = entry_facts(view, [leaf_id]).get(leaf_id)
@@ -497,6 +533,30 @@ def walk_to_path(
     pending = {tip: tip for tip in dict.fromkeys(tips) if tip != leaf_id}  # tip → where its walk goes on
     walked: dict[str, list[str]] = {tip: [] for tip in pending}
     out: dict[str, tuple[list[str], str | None]] = {}
+    if tail:
+        on_tail_path: set[str] = set()
+        current: Any = leaf_id
+        while isinstance(current, str) and current in tail and current not in on_tail_path:
+            active[leaf.depth - len(on_tail_path)] = current  # what the window read would say
+            on_tail_path.add(current)
+            current = tail[current]
+        read_top = leaf.depth - len(on_tail_path) + 1
+        for tip in list(pending):
+            ids: list[str] = []
+            met: set[str] = set()
+            current = tip
+            while isinstance(current, str) and current in tail and current not in on_tail_path:
+                if current in met:
+                    break  # a parent cycle in damaged rows: the walk by key says
+                ids.append(current)
+                met.add(current)
+                current = tail[current]
+            if isinstance(current, str) and current in on_tail_path:
+                out[tip] = (ids, current)
+                del pending[tip]
+            elif ids:
+                walked[tip] = ids
+                pending[tip] = ids[-1]
     while pending:
         walks = branch_walks(view, list(dict.fromkeys(pending.values())), leaf_id, _BRANCH_STEPS)
         stops: dict[str, str] = {}
@@ -537,3 +597,21 @@ def walk_to_path(
 
 # Steps up one ``branch_walks`` takes at most (the mysql provider's recursion bound).
 _BRANCH_STEPS = 900
+
+
+def path_up(view: StoredView, entry_id: str, steps: int, tail: Mapping[str, Any]) -> list[str]:
+    """``path_ids(entry_id, steps)``, its part among ``tail`` (the session's
+    last entries, id → stored parent id) walked in memory, the rest by key."""
+    ids = [entry_id]
+    while len(ids) <= steps and ids[-1] in tail:
+        parent = tail[ids[-1]]
+        if not isinstance(parent, str) or parent not in tail or parent in ids:
+            break
+        ids.append(parent)
+    ids.reverse()
+    top = ids[0]
+    if len(ids) > steps:
+        return ids[-(steps + 1) :]
+    if top in tail and not isinstance(tail[top], str):
+        return ids  # a root
+    return path_ids(view, top, steps - len(ids) + 1)[:-1] + ids

@@ -589,16 +589,20 @@ def _tips_by_key(view: Any, limit: int) -> _NamedTips | None:
     leaf = state.leaf_entry_id
     if leaf is None or getattr(view, "entry_facts", None) is None or state.entry_count < KEYED_FROM:
         return None
-    latest = [entry_id for _, entry_id in keyed_reads.latest_tips(view, limit, TIPS_SCAN)]
+    # The last entries with their parents: the tips among them, and the walks
+    # up from them and from the leaf as far as they reach, without a statement.
+    tail = keyed_reads.tail_parents(view, TIPS_SCAN)
+    latest = [entry_id for _, entry_id in keyed_reads.tips_in(view, tail, limit)]
     tips = [leaf, *(tip for tip in latest if tip != leaf)][: max(limit, 1)]
     facts = keyed_reads.entry_facts(view, tips)
     if any(tip not in facts or not facts[tip].exact for tip in tips):
         return None  # an entry in flight, or facts that cannot say
-    walks = keyed_reads.walk_to_path(view, leaf, tips[1:], window=TIPS_SCAN)
+    parents = {entry_id: parent for _, entry_id, parent in tail}
+    walks = keyed_reads.walk_to_path(view, leaf, tips[1:], window=TIPS_SCAN, tail=parents)
     if walks is None:
         return None
     named: list[tuple[str, list[str], str | None]] = [
-        (leaf, keyed_reads.path_ids(view, leaf, LEAF_LABEL_SCAN - 1), None)
+        (leaf, keyed_reads.path_up(view, leaf, LEAF_LABEL_SCAN - 1, parents), None)
     ]
     for tip in tips[1:]:
         walked, fork = walks[tip]

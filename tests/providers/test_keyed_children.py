@@ -134,6 +134,9 @@ def check(view, entries: list[dict]) -> None:
     for limit, scan in ((1, 1), (3, 10), (5, 60), (10_000, 10_000)):
         want = [(positions[i], i) for i in tips if i in set(order[-scan:])][:limit]
         assert keyed_reads.latest_tips(view, limit, scan) == want, (limit, scan)
+        tail = keyed_reads.tail_parents(view, scan)
+        assert [(at, i) for at, i, _ in tail] == [(positions[i], i) for i in order[-scan:]]
+        assert keyed_reads.tips_in(view, tail, limit) == want, (limit, scan)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -429,3 +429,35 @@ def test_walks_up_to_the_path_meet_it_where_the_whole_path_says(provider):
             generic = _Without(view, "branch_walks")
             assert keyed_reads.walk_to_path(generic, leaf, starts, window=40) == want, leaf
             assert keyed_reads.branch_walks(view, starts, leaf, 5) == keyed_reads.branch_walks(generic, starts, leaf, 5)
+            # With the session's last entries walked in memory first (the leaf in them or not).
+            for scan in (1, 30, 200, 10**4):
+                tail = {entry_id: parent for _, entry_id, parent in keyed_reads.tail_parents(view, scan)}
+                assert keyed_reads.walk_to_path(view, leaf, starts, window=40, tail=tail) == want, (leaf, scan)
+                for steps in (0, 5, 120, 10**4):
+                    want_path = keyed_reads.path_ids(view, leaf, steps)
+                    assert keyed_reads.path_up(view, leaf, steps, tail) == want_path, (leaf, scan, steps)
+
+
+def test_a_child_stored_before_its_parent_keeps_the_parent_from_the_tips(provider):
+    """``tips_in`` takes an entry of the last ones that none of them names as
+    a parent for a tip only once no entry at all does: a copied session can
+    hold a child before its parent (the child a root until the parent came)."""
+    from sessiontree.providers import keyed_reads
+
+    def entry(entry_id: str, parent: str | None) -> dict:
+        message = {"role": "user", "content": entry_id}
+        return {"id": entry_id, "parentId": parent, "timestamp": TS, "type": "message", "message": message}
+
+    entries = [entry("a", None), entry("early-child", "late"), entry("b", "a"), entry("late", "b"), entry("c", "b")]
+    provider.create_session(session_id="order", entries=entries)
+    with provider.read("order") as view:
+        tail = keyed_reads.tail_parents(view, 2)  # "late" and "c": none names the other
+        assert [entry_id for _, entry_id, _ in tail] == ["late", "c"]
+        # Whether "late" has a child is the storage's to say: the rows name it as
+        # "early-child"'s parent; the file's index made "early-child" a root.
+        kids = keyed_reads.children_of(view, ["late"])["late"]
+        if "MySQL" in type(provider).__name__:
+            assert kids == ["early-child"]
+        want = ["c"] if kids else ["c", "late"]
+        assert [entry_id for _, entry_id in keyed_reads.tips_in(view, tail, 10)] == want
+        assert [entry_id for _, entry_id in keyed_reads.latest_tips(view, 10, 2)] == want
