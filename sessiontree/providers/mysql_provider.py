@@ -569,6 +569,7 @@ def _order_sql(columns: str, index: str, type_filter: str, before: bool) -> str:
 # of that index per row: 110 ms for 5,000 rows at 1,000,000 entries).
 _TAIL_PARENTS_SQL = (
     f"SELECT e.{_S('entry_seq')}, e.{_S('entry_id')}, e.{_S('parent_entry_id')} FROM {rows.TABLE} e "
+    f"{{skeleton_index}} "
     f"WHERE e.{rows.SESSION_COLUMN} = %s AND e.{_S('entry_seq')} > "
     f"(SELECT COALESCE(MAX(m.{_S('entry_seq')}), 0) FROM {rows.TABLE} m WHERE m.{rows.SESSION_COLUMN} = %s) - %s "
     f"ORDER BY e.{_S('entry_seq')}"
@@ -1054,7 +1055,9 @@ class MySQLView:
         whose check of the candidates is one ``children_of``)."""
         key = self.state.session_id
         with connection.cursor() as cursor:
-            cursor.execute(_TAIL_PARENTS_SQL, [key, key, scan])
+            # The range by entry_skeleton_idx, named: with few rows MariaDB took the
+            # (session, seq) key and read every row of the session through it.
+            cursor.execute(_TAIL_PARENTS_SQL.format(skeleton_index=_index_hint("entry_skeleton_idx")), [key, key, scan])
             return [(int(seq), str(entry_id), parent) for seq, entry_id, parent in cursor.fetchall()]
 
     def position_of(self, entry_id: str) -> int | None:
