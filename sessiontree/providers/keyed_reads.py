@@ -428,7 +428,7 @@ def tips_in(view: StoredView, tail: Sequence[tuple[int, str, Any]], limit: int) 
     An entry's children come after it, so one that the tail names as a parent
     has a child; the others are tips, but for a child stored before its parent
     (an import out of order): ``children_of`` the candidates says."""
-    named = {parent for _, _, parent in tail}
+    named = {parent for _, _, parent in tail if isinstance(parent, str)}
     candidates = [(at, entry_id) for at, entry_id, _ in reversed(tail) if entry_id not in named]
     children = children_of(view, [entry_id for _, entry_id in candidates])
     return [pair for pair in candidates if not children.get(pair[1])][: max(limit, 0)]

@@ -238,3 +238,15 @@ def test_types_a_walk_read_need_no_statement(db):
         with CaptureQueriesContext(connection) as captured:
             assert keyed_reads.entry_types(view, [*seen[:3], *other]) == {i: types[i] for i in [*seen[:3], *other]}
         assert len(captured.captured_queries) == 1  # the others only, in one statement
+
+
+def test_tips_in_a_tail_whose_parents_are_not_all_ids():
+    """A parent that is not an id (a list, a number: a damaged entry held by a
+    storage that keeps parents as stored) names no entry: it is not a parent."""
+
+    class View:
+        def children_of(self, ids):
+            return {entry_id: [] for entry_id in ids}
+
+    tail = [(0, "a", None), (1, "b", ["a"]), (2, "c", "a"), (3, "d", 7)]
+    assert keyed_reads.tips_in(View(), tail, 10) == [(3, "d"), (2, "c"), (1, "b")]
