@@ -10,6 +10,7 @@ are reached by expanding the runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -321,20 +322,8 @@ def test_the_marker_count_kept_per_process_follows_the_session(session, monkeypa
 
 
 def tips_of(found) -> list:
-    return [
-        (
-            tip.entry_id,
-            tip.is_leaf,
-            tip.depth,
-            tip.fork_id,
-            tip.size,
-            tip.label,
-            tip.name_entry["id"] if tip.name_entry else None,
-            tip.tip_entry["id"] if tip.tip_entry else None,
-            tip.on_active_path,
-        )
-        for tip in found
-    ]
+    """Every field of each tip (the naming and tip entries whole)."""
+    return [dataclasses.astuple(tip) for tip in found]
 
 
 def test_the_branch_tips_read_by_key_are_those_of_the_whole_shape(session, monkeypatch):
