@@ -217,6 +217,7 @@ STORAGE_NAMES = {
     "leaf_depth",  # the mysql storage's leaf cache
     "leaf_in_flight",
     "leaf_has_children",
+    "rows_in_order",  # the mysql storage's rows stored in order
     "in_flight_entry",  # the file storage's streaming entry
 }
 # The admin's "Storage" fieldset shows the meta row's raw columns read-only.

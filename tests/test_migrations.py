@@ -240,3 +240,52 @@ def test_0016_keys_every_entry_by_its_sessions_id():
     if connection.vendor == "mysql":  # SQLite checks foreign keys only at the end of a transaction
         with pytest.raises(IntegrityError), transaction.atomic():
             AgentSessionEntry.objects.create(session_id="nobody", entry_id="x", entry_seq=1, type="message")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0023_marks_the_mysql_sessions_whose_entries_were_stored_in_order():
+    """A ``mysql`` session whose rows all have exact path facts is in order; one
+    with a row stored before its parent (inexact facts) is not, nor is a
+    ``file`` session (its children are read from its own index)."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("sessiontree", "0022_entry_type_seq_idx")]
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(before)
+    try:
+        apps = executor.loader.project_state(before).apps
+        session_model = apps.get_model("sessiontree", "AgentSession")
+        entry_model = apps.get_model("sessiontree", "AgentSessionEntry")
+        for n, (session_id, provider, exact) in enumerate(
+            [
+                ("ordered", "mysql", (True, True)),
+                ("copied", "mysql", (True, False)),
+                ("empty", "mysql", ()),
+                ("onfile", "file", ()),
+            ],
+            1,
+        ):
+            session = session_model.objects.create(
+                session_id=session_id, provider=provider, tree_id=n, lft=1, rght=2, level=0, entry_count=len(exact)
+            )
+            for seq, is_exact in enumerate(exact, 1):
+                entry_model.objects.create(
+                    session=session,
+                    entry_id=f"{session_id}-e{seq}",
+                    parent_entry_id=f"{session_id}-e{seq - 1}" if seq > 1 else None,
+                    entry_seq=seq,
+                    depth=seq - 1,
+                    type="message",
+                    message={"role": "user", "content": "hi"},
+                    path_exact=is_exact,
+                )
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
+    finally:
+        MigrationExecutor(connection).migrate(latest)
+    from sessiontree.models import AgentSession
+
+    marked = dict(AgentSession.objects.values_list("session_id", "rows_in_order"))
+    assert marked == {"ordered": True, "copied": False, "empty": True, "onfile": False}

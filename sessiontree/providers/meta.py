@@ -338,6 +338,7 @@ def create_row(
     leaf_entry_id: str | None = None,
     leaf_depth: int | None = None,
     first_message_preview: str | None = None,
+    rows_in_order: bool = False,
 ) -> AgentSession:
     """Insert the meta row (inside the caller's transaction or its own), with
     the tree ``stats``, leaf and first user message (``core.entries.
@@ -372,6 +373,7 @@ def create_row(
             leaf_entry_id=leaf_entry_id,
             leaf_depth=leaf_depth,
             first_message_preview=first_message_preview,
+            rows_in_order=rows_in_order,
         )
         if stats is not None:
             row.entry_count = stats.entry_count

@@ -147,7 +147,9 @@ def test_recursive_walks_are_driven_by_their_own_rows(tmp_path):
         depth = keyed_reads.entry_facts(view, [leaf])[leaf].depth
         keyed_reads.subtree(view, sides[0])
         keyed_reads.path_ids(view, leaf, 50)
+        view.in_order = False  # the line and its children walked (a session stored out of order)
         keyed_reads.path_and_children(view, leaf, 50)
+        view.in_order = True
         keyed_reads.ancestor_at(view, leaf, 100)
         keyed_reads.path_entries(view, leaf, depth - 50, depth)
         mysql_provider._segment("s", leaf, depth - 100, depth)
@@ -181,3 +183,31 @@ def test_recursive_walks_are_driven_by_their_own_rows(tmp_path):
         assert len(stored) == 3 and all("key=None" not in row and "type=ALL" not in row for row in stored), explained
         (probe,) = [row for row in stored if " table=c " in row]
         assert "key=entry_parent_idx type=ref" in probe, explained
+
+
+def test_a_line_of_a_session_stored_in_order_is_one_range_around_its_end(tmp_path):
+    """``path_and_children`` in a session stored in order: one range of
+    ``entry_skeleton_idx`` around the line's end (the rows before it for the
+    path, those after it for the children), no recursive walk and no probe
+    per entry; the entry's seq by the (session, entry_id) key."""
+    from sessiontree.providers import keyed_reads
+
+    provider = make_provider("mysql", tmp_path)
+    entries = long_session(3000)
+    provider.create_session(session_id="s", entries=entries)
+    leaf = entries[-1]["id"]
+    with provider.read("s") as view, CaptureQueriesContext(connection) as captured:
+        assert view.in_order
+        ids, kids = keyed_reads.path_and_children(view, leaf, 50)
+    assert len(ids) == 51 and ids[-1] == leaf and set(kids) == set(ids)
+    (around,) = [q["sql"] for q in captured.captured_queries]
+    assert "RECURSIVE" not in around and " IN (" not in around, around
+    explained = plan(around)
+    if connection.vendor == "sqlite":
+        assert "SEARCH e USING INDEX entry_skeleton_idx (session_id=? AND entry_seq>? AND entry_seq<?)" in explained
+        assert "SCAN" not in explained, explained
+    else:
+        rows = explained.split(" | ")
+        (rows_read,) = [row for row in rows if " table=e " in row]
+        assert "key=entry_skeleton_idx type=range" in rows_read, explained
+        assert "type=ALL" not in explained, explained
