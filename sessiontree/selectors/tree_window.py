@@ -631,6 +631,8 @@ class _KeyedRead:
         self.entries: dict[str, Entry] = {}
         self.branch_budget = BRANCH_READ_LIMIT
         self.kids: dict[str, list[str]] = {}  # children read with a path (``path(children=True)``)
+        # Entries of branches that stay folded (read to size and name them): never a row of this window.
+        self.folded: set[str] = set()
 
     def known(self, entry_id: str | None) -> str | None:
         """``entry_id`` when the session holds it (with exact facts)."""
@@ -729,6 +731,8 @@ class _KeyedRead:
                 continue
             if entry_id != root_id and parent not in shape.depth:
                 continue  # below what a partial read reached
+            if not whole:
+                self.folded.add(entry_id)
             shape.parent[entry_id] = parent_id if entry_id == root_id else parent
             shape.depth[entry_id] = base if entry_id == root_id else shape.depth[parent] + 1  # type: ignore[index]
             if entry_id != root_id and parent is not None:
@@ -739,7 +743,8 @@ class _KeyedRead:
         """Branch points and labels of what was read, the markers among ``line_ids``."""
         shape = self.shape
         shape.branch_points = frozenset(key for key, kids in shape.children.items() if key and len(kids) > 1)
-        local = [entry_id for entry_id in shape.parent]
+        # Labels show on entry rows: those of folded branches' entries are not read.
+        local = [entry_id for entry_id in shape.parent if entry_id not in self.folded]
         shape.labels = {
             target: info
             for target, info in resolve_latest_labels(

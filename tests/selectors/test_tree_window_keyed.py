@@ -450,3 +450,34 @@ def test_a_child_stored_before_its_parent_keeps_the_parent_from_the_tips(provide
         want = ["c"] if kids else ["c", "late"]
         assert [entry_id for _, entry_id in keyed_reads.tips_in(view, tail, 10)] == want
         assert [entry_id for _, entry_id in keyed_reads.latest_tips(view, 10, 2)] == want
+
+
+def test_labels_are_read_for_the_rows_a_window_can_show_not_for_folded_branches(session, monkeypatch):
+    """The window's labels: aimed at the line's entries (and those of a branch
+    read whole), not at the entries read only to size a folded branch (never
+    a row of this window; opened, the branch reads its own). The label shows
+    on the line as from the whole shape."""
+    from sessiontree.providers import keyed_reads
+
+    provider, _ = session
+    path = [e["id"] for e in provider.get_active_path("big")]
+    folded_root = path[1]  # root-side's line goes through the root's other child: path[1] folds
+    with provider.read("big") as view:
+        inside = [i for i in keyed_reads.subtree(view, folded_root, limit=40) if i != folded_root][:5]
+    provider.append_entry("big", {"type": "label", "targetId": inside[0], "label": "deep in a folded branch"})
+    provider.append_entry("big", {"type": "label", "targetId": "root-side", "label": "on the line"})
+    asked: list[set[str]] = []
+    real = keyed_reads.entries_targeting_any
+
+    def spy(view, target_ids, types):
+        asked.append(set(target_ids))
+        return real(view, target_ids, types)
+
+    monkeypatch.setattr(keyed_reads, "entries_targeting_any", spy)
+    got = keyed(monkeypatch, lambda: tw.tree_window(provider, "big", line_entry_id="root-side"), window=1000, peek=50)
+    assert asked and all(not set(inside) & ids for ids in asked), asked
+    assert any("root-side" in ids for ids in asked)
+    labelled = {row.entry_id: row.label for row in got.rows if row.kind == "entry" and row.label}
+    want = whole(monkeypatch, lambda: tw.tree_window(provider, "big", line_entry_id="root-side"))
+    assert labelled == {row.entry_id: row.label for row in want.rows if row.kind == "entry" and row.label}
+    assert labelled.get("root-side") == "on the line"
