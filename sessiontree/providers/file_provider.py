@@ -162,6 +162,7 @@ class FileIndex:
         "token",
         "type_counts",
         "types",
+        "waiting",
         "with_children",
     )
 
@@ -185,9 +186,14 @@ class FileIndex:
         # later children of the entries that have more than one (branch points).
         self.first_child = array("q")
         self.more_children: dict[int, list[int]] = {}
-        # Positions of the entries whose parent was not known when they came
-        # (roots; a healthy file has one).
+        # Positions of the entries whose parent is not in the file (roots; a
+        # healthy file has one). An entry whose parent comes later in the file
+        # is one until its parent comes, then that parent's child, as Pi links
+        # them (it looks a parent up among all the file's entries).
         self.roots: list[int] = []
+        # Those parents not come yet → the positions of the entries naming them
+        # (not persisted: ``loaded`` rebuilds it from ``roots`` and ``parents``).
+        self.waiting: dict[str, list[int]] = {}
         # Entries by type, counted the first time they are asked for and kept
         # up to date by ``extend`` from then on (the tree page's summary).
         self.type_counts: collections.Counter[Any] | None = None
@@ -221,6 +227,7 @@ class FileIndex:
             self._refuse(new_ids)
         base = len(ids)
         intern = sys.intern
+        waiting = self.waiting
         has_child.extend(bytes(len(entries)))
         first_child.extend(itertools.repeat(-1, len(entries)))
         add_id, add_parent, add_type = ids.append, parents.append, types.append
@@ -244,6 +251,8 @@ class FileIndex:
                 self.roots.append(at)
                 if self.first_root is None:
                     self.first_root = entry_id
+                if parent_id is not None and parent_id != entry_id:
+                    waiting.setdefault(parent_id, []).append(at)  # a parent later in the file
             entry_type = entry.get("type")
             if entry_type.__class__ is str:
                 entry_type = intern(entry_type)
@@ -263,6 +272,8 @@ class FileIndex:
                     if target.__class__ is str:
                         keyed.setdefault(("target", target), []).append(at)
             position[entry_id] = at
+            if waiting and entry_id in waiting:
+                self._adopt(at, entry_id, waiting.pop(entry_id))
             facts[entry_id] = child_facts(entry, facts)
             add_id(entry_id)
             add_parent(parent_id)
@@ -274,6 +285,33 @@ class FileIndex:
             self.type_counts.update(types[base:at])
         if keep:
             _payloads.keep_many(self.token, list(zip(range(base, at), entries, spans[1::2], strict=True)))
+
+    def loaded(self) -> None:
+        """What is not persisted with the index, rebuilt once its slots are read
+        back (``file_sidecar.load``): the parents named by roots that the file
+        does not hold (yet)."""
+        waiting: dict[str, list[int]] = {}
+        for at in self.roots:
+            parent_id = self.parents[at]
+            if parent_id is not None and parent_id != self.ids[at]:
+                waiting.setdefault(parent_id, []).append(at)
+        self.waiting = waiting
+
+    def _adopt(self, at: int, entry_id: str, early: list[int]) -> None:
+        """The entries stored before their parent ``entry_id`` (at ``at``, being
+        added) become its first children, in append order; no longer roots.
+        Their path facts stay as they came (a root's, not exact): reads of
+        them walk the path."""
+        for child in early:
+            if not self.has_child[at]:
+                self.has_child[at] = 1
+                self.with_children += 1
+                self.first_child[at] = child
+            else:
+                self.more_children.setdefault(at, []).append(child)
+            self.roots.remove(child)
+        first = self.roots[0] if self.roots else None
+        self.first_root = None if first is None else entry_id if first == at else self.ids[first]
 
     def _refuse(self, new_ids: list[Any]) -> None:
         """The error naming the first entry that cannot join the index."""

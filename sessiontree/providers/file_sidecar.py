@@ -66,7 +66,7 @@ SUFFIX = ".idx"
 MAGIC = b"STIDX\x01\n"
 # Bump when what the index derives from a line changes meaning (the slots'
 # names and PathFacts' fields are part of the format key already).
-VERSION = 2
+VERSION = 3  # 3: an entry whose parent comes later in the file is that parent's child, not a root
 # Bytes of the file's beginning whose hash a sidecar keeps (the header line, mostly).
 HEAD_BYTES = 4096
 # Lines whose bytes a sidecar's sample hash covers (spread evenly, the last one always).
@@ -78,7 +78,7 @@ MIN_UNSAVED = 256
 # Slots that are not the index's content: where it came from, its in-process
 # token and bookkeeping, and what is rebuilt from the rest.
 _NOT_PERSISTED = frozenset(
-    {"token", "inode", "size", "mtime_ns", "offset", "sidecar_entries", "position", "type_counts"}
+    {"token", "inode", "size", "mtime_ns", "offset", "sidecar_entries", "position", "type_counts", "waiting"}
 )
 _META = struct.Struct("<I")
 
@@ -313,6 +313,9 @@ def _from_bytes(data: bytes, fd: int, st: os.stat_result, make: Callable[..., An
     for name in _persisted(index):
         setattr(index, name, ids if name == "ids" else _decode(columns[name], ids))
     index.position = dict(zip(ids, range(count), strict=True))
+    rebuild = getattr(index, "loaded", None)
+    if rebuild is not None:
+        rebuild()  # what the index derives from its slots and does not persist
     if not _whole(index, count):
         return None
     if len(index.position) != count or (count and index.offsets[-1] + index.lengths[-1] > covered):

@@ -620,8 +620,15 @@ _TARGETING_ANY_SQL = (
     f"{{targets}} ORDER BY entry_seq"
 )
 _ROOTS_SQL = (
-    f"SELECT {_S('entry_id')} FROM {rows.TABLE} {{parent_index}} WHERE {rows.SESSION_COLUMN} = %s "
+    f"SELECT {_S('entry_id')}, {_S('entry_seq')} FROM {rows.TABLE} {{parent_index}} WHERE {rows.SESSION_COLUMN} = %s "
     f"AND {_S('parent_entry_id')} IS NULL ORDER BY {_S('entry_seq')} LIMIT %s"
+)
+# Rows whose parent names no row of the session, or themselves (roots too), in append order.
+_DANGLING_SQL = (
+    f"SELECT e.{_S('entry_id')}, e.{_S('entry_seq')} FROM {rows.TABLE} e WHERE e.{rows.SESSION_COLUMN} = %s "
+    f"AND e.{_S('parent_entry_id')} IS NOT NULL AND (e.{_S('parent_entry_id')} = e.{_S('entry_id')} OR NOT EXISTS "
+    f"(SELECT 1 FROM {rows.TABLE} p WHERE p.{rows.SESSION_COLUMN} = e.{rows.SESSION_COLUMN} "
+    f"AND p.{_S('entry_id')} = e.{_S('parent_entry_id')})) ORDER BY e.{_S('entry_seq')} LIMIT %s"
 )
 _COUNT_TYPES_SQL = (
     f"SELECT COUNT(*) FROM {rows.TABLE} {{type_index}} WHERE {rows.SESSION_COLUMN} = %s AND type IN ({{types}})"
@@ -1085,14 +1092,21 @@ class MySQLView:
         return {start: [(entry_id, parent) for _, entry_id, parent in sorted(walk)] for start, walk in found.items()}
 
     def root_ids(self, limit: int) -> list[str]:
-        """Rows without a parent, by ``entry_parent_idx`` (a parent that names no
-        row cannot be stored here: the provider checks it on every write)."""
+        """Rows without a parent, by ``entry_parent_idx``; in a session not
+        stored in order (``rows_in_order``) also the rows whose parent names
+        no row (a copy whose parent never came) or themselves, found among
+        all of the session's rows (only such a session can hold them)."""
+        key = self.state.session_id
         with connection.cursor() as cursor:
             cursor.execute(
                 _ROOTS_SQL.format(parent_index=_index_hint("entry_parent_idx")),
-                [self.state.session_id, max(limit, 0)],
+                [key, max(limit, 0)],
             )
-            return [row[0] for row in cursor.fetchall()]
+            found = list(cursor.fetchall())
+            if not self.in_order:
+                cursor.execute(_DANGLING_SQL, [key, max(limit, 0)])
+                found += cursor.fetchall()
+        return [row[0] for row in sorted(found, key=lambda row: row[1])[: max(limit, 0)]]
 
     def count_types(self, types: Collection[str]) -> int:
         """Entries of ``types``, counted on ``entry_type_idx``."""
@@ -1304,6 +1318,8 @@ class MySQLWrite(MySQLView):
             # A parent the session does not hold (yet): stored before its parent (``copy_entry``).
             self.in_order = False
             self.changed = True
+        # Only a session stored out of order can hold rows naming this entry as their parent already.
+        adopting = not self.in_order and isinstance(entry.get("id"), str) and bool(self.child_ids(entry["id"]))
         for _ in range(ID_ATTEMPTS):
             try:
                 _append(state.session_id, entry, entry_seq=state.entry_count + 1, depth=depth, status=status)
@@ -1319,11 +1335,13 @@ class MySQLWrite(MySQLView):
             raise InvalidEntry(f"Could not find a free entry id in session {state.session_id}")
         if entry.get("parentId") is None or leaf.has_children:
             state.branch_count += 1  # a new root, or a sibling: one more tip
+        if adopting:
+            state.branch_count -= 1  # it has children already: not a tip
         if entry.get("type") == "compaction":
             state.compaction_count += 1
         state.entry_count += 1
         state.leaf_entry_id = entry["id"]
-        self.leaf = _Leaf(depth, status, False)
+        self.leaf = _Leaf(depth, status, adopting)
         self.changed = True
         return entry
 

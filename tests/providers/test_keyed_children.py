@@ -11,8 +11,7 @@ import random
 import pytest
 
 from sessiontree.providers import keyed_reads
-from tests.contract import memory_storage
-from tests.contract.conftest import make_provider, register_memory_storage
+from tests.contract.conftest import make_provider
 
 pytestmark = pytest.mark.django_db
 
@@ -266,21 +265,64 @@ def disordered(entries: list[dict]) -> list[dict]:
 
 
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("kind", ["mysql", memory_storage.KIND])
-def test_keyed_reads_of_a_session_stored_out_of_order_equal_the_whole_session(db, tmp_path, settings, kind, seed):
-    """Children stored before their parents are children all the same: the
+def test_keyed_reads_of_a_session_stored_out_of_order_equal_the_whole_session(any_provider, seed):
+    """Children stored before their parents are children all the same, as Pi
+    links them (it looks a parent up among all the file's entries). The
     ``mysql`` storage's reads from the rows appended after an entry (a
-    subtree, a line's children) are for sessions stored in order only. Its
+    subtree, a line's children) are for sessions stored in order only: its
     subtrees of the entries near the end missed them before (read from the
-    rows after the earliest of the entries). (The ``file`` index links an
-    entry only to a parent stored before it: not checked here.)"""
-    register_memory_storage(settings)
-    provider = make_provider(kind, tmp_path)
+    rows after the earliest of the entries). The ``file`` index made such an
+    entry a root for good, its parent childless."""
     entries = disordered(random_tree(seed, 240))
-    provider.create_session(session_id="s", entries=entries)
-    with provider.read("s") as view:
+    any_provider.create_session(session_id="s", entries=entries)
+    with any_provider.read("s") as view:
         assert getattr(view, "in_order", False) is False
         check(view, entries)
+    # The same file read again by a new process: from the whole file, and from its sidecar.
+    if any_provider.kind == "file":
+        from sessiontree.providers.file_provider import clear_index_cache
+
+        for _ in range(2):
+            clear_index_cache()
+            with any_provider.read("s") as view:
+                check(view, entries)
+
+
+def test_an_entry_stored_before_its_parent_joins_it_when_the_parent_is_appended(any_provider):
+    """A copy whose parent is not stored yet starts a tree until the parent
+    comes (in a later write, on a file: a later extend of its index, or after
+    the index was read back from its sidecar); then it is that parent's child."""
+    from sessiontree.core.path import tree_stats
+
+    entries = random_tree(21, 40)
+    any_provider.create_session(session_id="s", entries=entries[:30])
+    early = {**entries[35], "parentId": "late0001"}
+    any_provider.transact("s", lambda writer: writer.copy_entry(dict(early)))
+    with any_provider.read("s") as view:
+        assert early["id"] in keyed_reads.root_ids(view, 5)
+    if any_provider.kind == "file":  # the next write's index comes from the sidecar (a new process)
+        from tests.providers.test_file_sidecar import saved
+
+        assert saved(any_provider, "s").is_file()
+    late = {
+        "id": "late0001",
+        "parentId": entries[29]["id"],
+        "timestamp": TS,
+        "type": "message",
+        "message": {"role": "user", "content": "late"},
+    }
+    any_provider.transact("s", lambda writer: writer.copy_entry(dict(late)))
+    stored = [*entries[:30], early, late]
+    with any_provider.read("s") as view:
+        assert keyed_reads.children_of(view, ["late0001"]) == {"late0001": [early["id"]]}
+        assert keyed_reads.root_ids(view, 5) == [entries[0]["id"]]
+    stats = tree_stats(stored)
+    session = any_provider.get_session("s")
+    assert (session["entry_count"], session["branch_count"], session["root_entry_id"]) == (
+        stats.entry_count,
+        stats.branch_count,
+        stats.root_entry_id,
+    )
 
 
 def test_the_mysql_session_row_says_whether_its_entries_were_stored_in_order(db, tmp_path):
