@@ -101,12 +101,13 @@ class AgentSession(MPTTModel):
     leaf_in_flight = models.BooleanField(default=False)
     leaf_has_children = models.BooleanField(default=False)
     # The mysql storage: every entry row was stored after its parent (so its
-    # path facts are exact): an entry's children all lie among the rows
-    # appended after it, which a tree window's line reads in one range
-    # (``MySQLView.path_and_children``). A copy of entries in another order
-    # (an import naming a parent not stored yet) clears it for good; False
-    # (the default, and for a row that predates it unless its entries say
-    # otherwise, migration 0023) only means "read children by key".
+    # path facts are exact) and after the entry it aims at (a label, a
+    # context edit): an entry's children and the entries aimed at it all lie
+    # among the rows appended after it, which a tree window's line reads in
+    # one range (``MySQLView.path_and_children``). A copy of entries in another
+    # order (an import naming a parent or target not stored yet) clears it
+    # for good; False (the default, and for a row that predates it unless its
+    # entries say otherwise, migrations 0023-0024) only means "read by key".
     rows_in_order = models.BooleanField(default=False, db_default=False)
     # The file provider's streaming entry, kept outside the JSONL until it is
     # completed (the file is append-only and never rewritten).

@@ -289,3 +289,46 @@ def test_0023_marks_the_mysql_sessions_whose_entries_were_stored_in_order():
 
     marked = dict(AgentSession.objects.values_list("session_id", "rows_in_order"))
     assert marked == {"ordered": True, "copied": False, "empty": True, "onfile": False}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_0024_marks_out_of_order_the_sessions_with_an_entry_aimed_forward():
+    """A label aimed at an entry stored after it (or at none) leaves a session
+    out of order; one aimed backward does not."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    before = [("sessiontree", "0023_session_rows_in_order")]
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(before)
+    try:
+        apps = executor.loader.project_state(before).apps
+        session_model = apps.get_model("sessiontree", "AgentSession")
+        entry_model = apps.get_model("sessiontree", "AgentSessionEntry")
+        for n, (session_id, target) in enumerate([("back", "e1"), ("forward", "e3"), ("nowhere", "zz")], 1):
+            session = session_model.objects.create(
+                session_id=session_id, provider="mysql", tree_id=n, lft=1, rght=2, level=0, rows_in_order=True
+            )
+            for seq in (1, 2, 3):
+                label = seq == 2
+                entry_model.objects.create(
+                    session=session,
+                    entry_id=f"e{seq}",
+                    parent_entry_id=f"e{seq - 1}" if seq > 1 else None,
+                    entry_seq=seq,
+                    depth=seq - 1,
+                    type="label" if label else "message",
+                    target_entry_id=target if label else None,
+                    label="x" if label else None,
+                    message=None if label else {"role": "user", "content": "hi"},
+                    path_exact=True,
+                )
+        executor = MigrationExecutor(connection)
+        executor.migrate(latest)
+    finally:
+        MigrationExecutor(connection).migrate(latest)
+    from sessiontree.models import AgentSession
+
+    marked = dict(AgentSession.objects.values_list("session_id", "rows_in_order"))
+    assert marked == {"back": True, "forward": False, "nowhere": False}

@@ -189,9 +189,15 @@ _UPDATE_SESSION_SQL = (
 # An entry stored before its parent: the session's children are read by key from now on.
 _OUT_OF_ORDER_SQL = f"UPDATE {meta.TABLE} SET {_S('rows_in_order')} = 0 WHERE {_S('session_id')} = %s"
 # ``rows_in_order`` from the rows (a repair): no row with inexact path facts.
+_AIMED_BEFORE_SQL = (
+    f"SELECT 1 FROM {rows.TABLE} l LEFT JOIN {rows.TABLE} t ON t.{rows.SESSION_COLUMN} = l.{rows.SESSION_COLUMN} "
+    f"AND t.{_S('entry_id')} = l.target_entry_id WHERE l.{rows.SESSION_COLUMN} = %s "
+    f"AND l.target_entry_id IS NOT NULL AND (t.{_S('entry_id')} IS NULL OR t.{_S('entry_seq')} > l.{_S('entry_seq')})"
+)
 _IN_ORDER_SQL = (
     f"UPDATE {meta.TABLE} SET {_S('rows_in_order')} = NOT EXISTS (SELECT 1 FROM {rows.TABLE} e "
-    f"WHERE e.{rows.SESSION_COLUMN} = %s AND NOT e.{_S('path_exact')}) WHERE {_S('session_id')} = %s"
+    f"WHERE e.{rows.SESSION_COLUMN} = %s AND NOT e.{_S('path_exact')}) AND NOT EXISTS ({_AIMED_BEFORE_SQL}) "
+    f"WHERE {_S('session_id')} = %s"
 )
 # Where an entry sits, for a leaf move: depth, status, and whether it has children.
 _PLACE_SQL = (
@@ -253,6 +259,20 @@ def _atomic(work: Callable[[], T]) -> T:
     return db_errors.run_in_transaction(
         work, what="Transaction", attempts=RETRY_ATTEMPTS, base_seconds=RETRY_BASE_SECONDS, log=logger
     )
+
+
+TARGETING_TYPES = ("label", "context_edit")
+
+
+def _targets_first(entries: Sequence[Entry]) -> bool:
+    """Whether every label or context edit among ``entries`` aims at an entry before it."""
+    seen: set[Any] = set()
+    for entry in entries:
+        target = entry.get("targetId")
+        if entry.get("type") in TARGETING_TYPES and isinstance(target, str) and target not in seen:
+            return False
+        seen.add(entry.get("id"))
+    return True
 
 
 def _insert(
@@ -540,7 +560,7 @@ _SEQ_OF = (
     f"{' AS SIGNED)' if connection.vendor == 'mysql' else ''}"
 )
 _AROUND_SQL = (
-    f"SELECT e.{_S('entry_seq')}, e.{_S('entry_id')}, e.{_S('parent_entry_id')}, e.type "
+    f"SELECT e.{_S('entry_seq')}, e.{_S('entry_id')}, e.{_S('parent_entry_id')}, e.type, e.target_entry_id "
     f"FROM {rows.TABLE} e {{seq_index}} WHERE e.{rows.SESSION_COLUMN} = %s "
     f"AND e.{_S('entry_seq')} > {_SEQ_OF} - %s AND e.{_S('entry_seq')} <= {_SEQ_OF} + %s "
     f"ORDER BY e.{_S('entry_seq')}"
@@ -734,6 +754,9 @@ class MySQLView:
         # Each entry's ``type`` seen by a walk of this read (the walks read the
         # rows anyway; a type never changes): ``entry_types`` asks only for the others.
         self._types: dict[str, Any] = {}
+        # The rows ``_around`` read to the session's last one (id → seq, type,
+        # target): the entries aimed at any of them lie among them too.
+        self._near: dict[str, tuple[int, Any, Any]] | None = None
 
     def session(self) -> SessionTreeSession:
         return self.row.session(self.state, updated_at=self.written_at)
@@ -886,7 +909,7 @@ class MySQLView:
         children: dict[str, list[str]] = {}
         types = self._types
         own_seq = None
-        for seq, child, parent, kind in near:  # in append order
+        for seq, child, parent, kind, _target in near:  # in append order
             parent_of[child] = parent
             types[child] = kind
             if child == entry_id:
@@ -895,6 +918,7 @@ class MySQLView:
                 children.setdefault(parent, []).append(child)
         if own_seq is None or sum(1 for row in near if row[0] > own_seq) >= AROUND_AFTER:
             return None  # not stored, or rows after the range may hold children
+        self._near = {row[1]: (row[0], row[3], row[4]) for row in near}
         out: list[str] = []
         seen: set[str] = set()
         current: Any = entry_id
@@ -1180,6 +1204,9 @@ class MySQLView:
         wanted = list(dict.fromkeys(target_ids))
         if not kinds or not wanted:
             return []
+        near = self._near if self.in_order else None
+        if near is not None:
+            return self._targeting_near(near, wanted, kinds)
         targets = rows.in_list(len(wanted)) if len(wanted) <= BY_ID_LIMIT else None
         sql = _TARGETING_ANY_SQL.format(
             index=_index_hint("entry_target_idx" if targets else "entry_type_idx"),
@@ -1191,6 +1218,30 @@ class MySQLView:
             found = rows.decode_rows(cursor.fetchall())
         chosen = set(wanted)
         return [entry for entry in found if entry.get("targetId") in chosen]
+
+    def _targeting_near(
+        self, near: dict[str, tuple[int, Any, Any]], wanted: list[str], kinds: list[str]
+    ) -> list[Entry]:
+        """``entries_targeting_any`` after ``_around`` read the rows from before
+        a line to the session's end, in a session stored in order (an entry
+        aimed at another was stored after it): those aimed at the entries
+        among the rows are among them too, read by id; those aimed at the few
+        others (the root's first entries, say) by ``entry_target_idx``."""
+        inside = {entry_id for entry_id in wanted if entry_id in near}
+        hits = sorted(
+            (seq, entry_id) for entry_id, (seq, kind, target) in near.items() if kind in kinds and target in inside
+        )
+        found = self.entries([entry_id for _, entry_id in hits]) if hits else []
+        outside = [entry_id for entry_id in wanted if entry_id not in inside]
+        if outside:
+            self._near = None  # the read by key, just for them
+            try:
+                found += self.entries_targeting_any(outside, kinds)
+            finally:
+                self._near = near
+        # In append order: a row outside the range was stored before every row in it.
+        found.sort(key=lambda entry: near[entry["id"]][0] if entry["id"] in near else -1)
+        return found
 
     def entries_targeting(self, target_id: str, types: Collection[str]) -> list[Entry]:
         kinds = list(types)
@@ -1344,6 +1395,12 @@ class MySQLWrite(MySQLView):
         self.leaf = _Leaf(depth, status, adopting)
         self.changed = True
         return entry
+
+    def copied_before_target(self) -> None:
+        """The entry being copied aims at one not stored (yet) (``copy_entry``;
+        an append's target is checked to exist): the session is out of order."""
+        self.in_order = False
+        self.changed = True
 
     def insert(self, entry: Entry, *, generated_id: bool = False, line: bytes | None = None) -> Entry:
         stored = self._insert_one(entry, generated_id=generated_id, status=COMPLETED)
@@ -1521,8 +1578,9 @@ class MySQLStorage:
                 stats=stats,
                 leaf_entry_id=leaf,
                 leaf_depth=depths[leaf] if leaf is not None else None,
-                # Each entry after its parent (the facts say: a parent not stored yet is not exact).
-                rows_in_order=all(facts.exact for facts in row_facts),
+                # Each entry after its parent (the facts say: a parent not stored yet
+                # is not exact) and after the entry it aims at.
+                rows_in_order=all(facts.exact for facts in row_facts) and _targets_first(entries),
                 **row_fields,
             )
             if entries:
@@ -1627,7 +1685,7 @@ class MySQLStorage:
             if state.first_message_preview is None:
                 state.first_message_preview = _first_message_preview(state.session_id)
             with connection.cursor() as cursor:  # in order again only when every row's facts are exact
-                cursor.execute(_IN_ORDER_SQL, [state.session_id, state.session_id])
+                cursor.execute(_IN_ORDER_SQL, [state.session_id, state.session_id, state.session_id])
             recounts[:] = [recount]
 
         def commit(_txn: StoredWrite) -> None:

@@ -299,12 +299,21 @@ class SessionWriter:
         check_copied_entries([entry])  # a JSON object with a usable string id
         entry_id = entry["id"]
         parent_id = entry.get("parentId")
+        target = entry.get("targetId") if entry.get("type") in ("label", "context_edit") else None
         named = [entry_id, parent_id] if isinstance(parent_id, str) else [entry_id]
+        if isinstance(target, str):
+            named.append(target)
         known = self._txn.known_ids(named)
         if entry_id in known:
             raise InvalidTree(f"Duplicate entry id {entry_id} in session {self.session_id}")
         if parent_id != self.leaf_entry_id:
             self._txn.set_leaf(parent_id if isinstance(parent_id, str) and parent_id in known else None)
+        if isinstance(target, str) and target not in known:
+            # Aimed at an entry not stored (yet): a storage that reads the
+            # entries aimed at one among the rows after it hears of it.
+            noted = getattr(self._txn, "copied_before_target", None)
+            if noted is not None:
+                noted()
         line, stored = encode_checked(entry)
         inserted = self._txn.insert(stored, line=line)
         self._note_first_message(inserted)

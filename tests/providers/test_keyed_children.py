@@ -105,6 +105,14 @@ def check(view, entries: list[dict]) -> None:
         for steps in (0, 1, 25, 10_000):
             ids = keyed_reads.path_ids(view, entry_id, steps)
             assert keyed_reads.path_and_children(view, entry_id, steps) == (ids, {i: children[i] for i in ids})
+    # The entries aimed at some, after a line was read around its end (the
+    # ``mysql`` storage answers from the rows read where it can): the same.
+    for entry_id in (order[-1], order[len(order) // 2], order[5]):
+        keyed_reads.path_and_children(view, entry_id, 25)
+        for types in (("label",), ("label", "context_edit")):
+            for some in (order[::7], order[-60:], [*order[:5], *order[-5:]]):
+                want = [e["id"] for e in entries if e["type"] in types and e.get("targetId") in set(some)]
+                assert [e["id"] for e in keyed_reads.entries_targeting_any(view, some, types)] == want
     # Types by key, after the walks above (a storage may answer from what they read): the stored ones.
     types = {e["id"]: e["type"] for e in entries}
     assert keyed_reads.entry_types(view, [*order[::-3], "nope"]) == {i: types[i] for i in order[::-3]}
@@ -370,8 +378,27 @@ def test_the_mysql_session_row_says_whether_its_entries_were_stored_in_order(db,
         assert keyed_reads.path_and_children(view, "later001", 3)[1]["later001"] == ["early001"]
         assert keyed_reads.children_of(view, ["later001"]) == {"later001": ["early001"]}
 
+    # A label copied before the entry it aims at clears it too (the labels of a line are read among its rows).
+    provider.create_session(session_id="d", entries=entries[:10])
+    aimed = {
+        "id": "aim00001",
+        "parentId": entries[9]["id"],
+        "timestamp": TS,
+        "type": "label",
+        "targetId": "tgt00001",
+        "label": "early",
+    }
+    provider.transact("d", lambda writer: writer.copy_entry(dict(aimed)))
+    assert not in_order("d")
+    forward = [*entries[:10], {**aimed, "targetId": entries[20]["id"]}, *entries[10:30]]
+    provider.create_session(session_id="e", entries=forward)
+    assert not in_order("e")
+    provider.append_entry("a", {"type": "label", "targetId": entries[3]["id"], "label": "fine"})
+    assert in_order("a")
+
     # A repair reads it from the rows again.
     AgentSession.objects.filter(session_id="a").update(rows_in_order=False)
     provider.storage.recompute_meta("a", before_commit=None)
     provider.storage.recompute_meta("c", before_commit=None)
-    assert in_order("a") and not in_order("c")
+    provider.storage.recompute_meta("e", before_commit=None)
+    assert in_order("a") and not in_order("c") and not in_order("e")
