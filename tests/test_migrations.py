@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+
+
+@contextmanager
+def migrated_from(before: list[tuple[str, str]]):
+    """The database migrated back to ``before`` (its models: what this yields),
+    then forward to the latest migrations when the block ends."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    latest = executor.loader.graph.leaf_nodes()
+    executor.migrate(before)
+    try:
+        yield executor.loader.project_state(before).apps
+    finally:
+        MigrationExecutor(connection).migrate(latest)
 
 
 @pytest.mark.django_db
@@ -60,15 +77,7 @@ def test_id_columns_compare_exactly_on_mysql():
 @pytest.mark.django_db(transaction=True)
 def test_0012_fills_the_first_message_preview_of_existing_sessions(tmp_path):
     """Entries in the database: one query; a session file: its first lines."""
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    before = [("sessiontree", "0011_legal_hold_and_retention")]
-    executor = MigrationExecutor(connection)
-    latest = executor.loader.graph.leaf_nodes()
-    executor.migrate(before)
-    try:
-        apps = executor.loader.project_state(before).apps
+    with migrated_from([("sessiontree", "0011_legal_hold_and_retention")]) as apps:
         session_model = apps.get_model("sessiontree", "AgentSession")
         entry_model = apps.get_model("sessiontree", "AgentSessionEntry")
 
@@ -96,10 +105,6 @@ def test_0012_fills_the_first_message_preview_of_existing_sessions(tmp_path):
         row("f2", "file", 3, session_file=str(tmp_path / "missing.jsonl"))
         row("empty", "mysql", 4)
 
-        executor = MigrationExecutor(connection)
-        executor.migrate(latest)
-    finally:
-        MigrationExecutor(connection).migrate(latest)
     from sessiontree.models import AgentSession
 
     previews = dict(AgentSession.objects.values_list("session_id", "first_message_preview"))
@@ -141,17 +146,9 @@ def test_0016_rebuilds_the_lineage_with_each_tree_keyed_by_its_root():
     """Trees numbered MAX + 1 (and two roots sharing a tree id, as the Galera
     race left them) come out keyed by their roots' pks, agreeing with the
     parent links, forks in the order they had."""
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
     from tests.providers.lineage import assert_valid_lineage
 
-    before = [("sessiontree", "0013_idempotency_records")]
-    executor = MigrationExecutor(connection)
-    latest = executor.loader.graph.leaf_nodes()
-    executor.migrate(before)
-    try:
-        apps = executor.loader.project_state(before).apps
+    with migrated_from([("sessiontree", "0013_idempotency_records")]) as apps:
         session_model = apps.get_model("sessiontree", "AgentSession")
 
         def row(session_id: str, tree_id: int, lft: int, rght: int, level: int, parent=None):
@@ -169,10 +166,6 @@ def test_0016_rebuilds_the_lineage_with_each_tree_keyed_by_its_root():
         row("race-1-fork", 2, 2, 3, 1, r1)
         row("race-2", 2, 1, 2, 0)
         lonely = row("lonely", 7, 1, 2, 0)
-        executor = MigrationExecutor(connection)
-        executor.migrate(latest)
-    finally:
-        MigrationExecutor(connection).migrate(latest)
     from sessiontree.models import AgentSession
 
     assert_valid_lineage()
@@ -190,14 +183,8 @@ def test_0016_keys_every_entry_by_its_sessions_id():
     """Entries stored under the session row's pk come out under the session's
     id, in the same sessions, with their unique keys and the foreign key."""
     from django.db import IntegrityError, connection, transaction
-    from django.db.migrations.executor import MigrationExecutor
 
-    before = [("sessiontree", "0013_idempotency_records")]
-    executor = MigrationExecutor(connection)
-    latest = executor.loader.graph.leaf_nodes()
-    executor.migrate(before)
-    try:
-        apps = executor.loader.project_state(before).apps
+    with migrated_from([("sessiontree", "0013_idempotency_records")]) as apps:
         session_model = apps.get_model("sessiontree", "AgentSession")
         entry_model = apps.get_model("sessiontree", "AgentSessionEntry")
         for n, session_id in enumerate(["alpha", "12345", "beta"], 1):
@@ -223,10 +210,6 @@ def test_0016_keys_every_entry_by_its_sessions_id():
                     type="message",
                     message={"role": "user", "content": f"{session_id} {seq}"},
                 )
-        executor = MigrationExecutor(connection)
-        executor.migrate(latest)
-    finally:
-        MigrationExecutor(connection).migrate(latest)
     from sessiontree.models import AgentSessionEntry
     from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
 
@@ -247,15 +230,7 @@ def test_0023_marks_the_mysql_sessions_whose_entries_were_stored_in_order():
     """A ``mysql`` session whose rows all have exact path facts is in order; one
     with a row stored before its parent (inexact facts) is not, nor is a
     ``file`` session (its children are read from its own index)."""
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    before = [("sessiontree", "0022_entry_type_seq_idx")]
-    executor = MigrationExecutor(connection)
-    latest = executor.loader.graph.leaf_nodes()
-    executor.migrate(before)
-    try:
-        apps = executor.loader.project_state(before).apps
+    with migrated_from([("sessiontree", "0022_entry_type_seq_idx")]) as apps:
         session_model = apps.get_model("sessiontree", "AgentSession")
         entry_model = apps.get_model("sessiontree", "AgentSessionEntry")
         for n, (session_id, provider, exact) in enumerate(
@@ -281,10 +256,6 @@ def test_0023_marks_the_mysql_sessions_whose_entries_were_stored_in_order():
                     message={"role": "user", "content": "hi"},
                     path_exact=is_exact,
                 )
-        executor = MigrationExecutor(connection)
-        executor.migrate(latest)
-    finally:
-        MigrationExecutor(connection).migrate(latest)
     from sessiontree.models import AgentSession
 
     marked = dict(AgentSession.objects.values_list("session_id", "rows_in_order"))
@@ -295,15 +266,7 @@ def test_0023_marks_the_mysql_sessions_whose_entries_were_stored_in_order():
 def test_0024_marks_out_of_order_the_sessions_with_an_entry_aimed_forward():
     """A label aimed at an entry stored after it (or at none) leaves a session
     out of order; one aimed backward does not."""
-    from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
-
-    before = [("sessiontree", "0023_session_rows_in_order")]
-    executor = MigrationExecutor(connection)
-    latest = executor.loader.graph.leaf_nodes()
-    executor.migrate(before)
-    try:
-        apps = executor.loader.project_state(before).apps
+    with migrated_from([("sessiontree", "0023_session_rows_in_order")]) as apps:
         session_model = apps.get_model("sessiontree", "AgentSession")
         entry_model = apps.get_model("sessiontree", "AgentSessionEntry")
         for n, (session_id, target) in enumerate([("back", "e1"), ("forward", "e3"), ("nowhere", "zz")], 1):
@@ -324,10 +287,6 @@ def test_0024_marks_out_of_order_the_sessions_with_an_entry_aimed_forward():
                     message=None if label else {"role": "user", "content": "hi"},
                     path_exact=True,
                 )
-        executor = MigrationExecutor(connection)
-        executor.migrate(latest)
-    finally:
-        MigrationExecutor(connection).migrate(latest)
     from sessiontree.models import AgentSession
 
     marked = dict(AgentSession.objects.values_list("session_id", "rows_in_order"))

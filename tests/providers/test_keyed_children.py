@@ -264,6 +264,16 @@ def test_tips_in_a_tail_whose_parents_are_not_all_ids():
     assert keyed_reads.tips_in(View(), tail, 10) == [(3, "d"), (2, "c"), (1, "b")]
 
 
+def user_message(entry_id: str, parent_id: str) -> dict:
+    return {
+        "id": entry_id,
+        "parentId": parent_id,
+        "timestamp": TS,
+        "type": "message",
+        "message": {"role": "user", "content": entry_id},
+    }
+
+
 def disordered(entries: list[dict]) -> list[dict]:
     """``entries`` with a few stored before their parents (a copy in another
     order, as a hand-edited file can hold): the root stays first."""
@@ -312,13 +322,7 @@ def test_an_entry_stored_before_its_parent_joins_it_when_the_parent_is_appended(
         from tests.providers.test_file_sidecar import saved
 
         assert saved(any_provider, "s").is_file()
-    late = {
-        "id": "late0001",
-        "parentId": entries[29]["id"],
-        "timestamp": TS,
-        "type": "message",
-        "message": {"role": "user", "content": "late"},
-    }
+    late = user_message("late0001", entries[29]["id"])
     any_provider.transact("s", lambda writer: writer.copy_entry(dict(late)))
     stored = [*entries[:30], early, late]
     with any_provider.read("s") as view:
@@ -356,20 +360,7 @@ def test_the_mysql_session_row_says_whether_its_entries_were_stored_in_order(db,
     provider.create_session(session_id="c", entries=entries[:10])
     provider.transact("c", lambda writer: [writer.copy_entry(dict(e)) for e in entries[10:30]])
     assert in_order("c")
-    early = {
-        "id": "early001",
-        "parentId": "later001",
-        "timestamp": TS,
-        "type": "message",
-        "message": {"role": "user", "content": "x"},
-    }
-    later = {
-        "id": "later001",
-        "parentId": entries[29]["id"],
-        "timestamp": TS,
-        "type": "message",
-        "message": {"role": "user", "content": "y"},
-    }
+    early, later = user_message("early001", "later001"), user_message("later001", entries[29]["id"])
     provider.transact("c", lambda writer: writer.copy_entry(early))
     assert not in_order("c")
     provider.transact("c", lambda writer: writer.copy_entry(later))
