@@ -25,6 +25,22 @@ def migrated_from(before: list[tuple[str, str]]):
         MigrationExecutor(connection).migrate(latest)
 
 
+def entry_row(entry_model, session, seq: int, **fields):
+    """Row ``seq`` of a line of entries (``<session id>-e<seq>``, each the child
+    of the one before), as a historical model of the entries stores it."""
+    prefix = session.session_id
+    values = {
+        "session": session,
+        "entry_id": f"{prefix}-e{seq}",
+        "parent_entry_id": f"{prefix}-e{seq - 1}" if seq > 1 else None,
+        "entry_seq": seq,
+        "depth": seq - 1,
+        "type": "message",
+        "message": {"role": "user", "content": f"{prefix} {seq}"},
+    }
+    return entry_model.objects.create(**{**values, **fields})
+
+
 @pytest.mark.django_db
 def test_no_model_change_is_missing_a_migration():
     out = StringIO()
@@ -201,15 +217,7 @@ def test_0016_keys_every_entry_by_its_sessions_id():
                 leaf_entry_id=f"{session_id}-e2",
             )
             for seq in (1, 2):
-                entry_model.objects.create(
-                    session=session,
-                    entry_id=f"{session_id}-e{seq}",
-                    parent_entry_id=f"{session_id}-e{seq - 1}" if seq > 1 else None,
-                    entry_seq=seq,
-                    depth=seq - 1,
-                    type="message",
-                    message={"role": "user", "content": f"{session_id} {seq}"},
-                )
+                entry_row(entry_model, session, seq)
     from sessiontree.models import AgentSessionEntry
     from sessiontree.providers.mysql_provider import MySQLSessionTreeProvider
 
@@ -246,16 +254,7 @@ def test_0023_marks_the_mysql_sessions_whose_entries_were_stored_in_order():
                 session_id=session_id, provider=provider, tree_id=n, lft=1, rght=2, level=0, entry_count=len(exact)
             )
             for seq, is_exact in enumerate(exact, 1):
-                entry_model.objects.create(
-                    session=session,
-                    entry_id=f"{session_id}-e{seq}",
-                    parent_entry_id=f"{session_id}-e{seq - 1}" if seq > 1 else None,
-                    entry_seq=seq,
-                    depth=seq - 1,
-                    type="message",
-                    message={"role": "user", "content": "hi"},
-                    path_exact=is_exact,
-                )
+                entry_row(entry_model, session, seq, path_exact=is_exact)
     from sessiontree.models import AgentSession
 
     marked = dict(AgentSession.objects.values_list("session_id", "rows_in_order"))
@@ -269,24 +268,17 @@ def test_0024_marks_out_of_order_the_sessions_with_an_entry_aimed_forward():
     with migrated_from([("sessiontree", "0023_session_rows_in_order")]) as apps:
         session_model = apps.get_model("sessiontree", "AgentSession")
         entry_model = apps.get_model("sessiontree", "AgentSessionEntry")
-        for n, (session_id, target) in enumerate([("back", "e1"), ("forward", "e3"), ("nowhere", "zz")], 1):
+        for n, (session_id, target) in enumerate(
+            [("back", "back-e1"), ("forward", "forward-e3"), ("nowhere", "zz")], 1
+        ):
             session = session_model.objects.create(
                 session_id=session_id, provider="mysql", tree_id=n, lft=1, rght=2, level=0, rows_in_order=True
             )
-            for seq in (1, 2, 3):
-                label = seq == 2
-                entry_model.objects.create(
-                    session=session,
-                    entry_id=f"e{seq}",
-                    parent_entry_id=f"e{seq - 1}" if seq > 1 else None,
-                    entry_seq=seq,
-                    depth=seq - 1,
-                    type="label" if label else "message",
-                    target_entry_id=target if label else None,
-                    label="x" if label else None,
-                    message=None if label else {"role": "user", "content": "hi"},
-                    path_exact=True,
-                )
+            for seq in (1, 3):
+                entry_row(entry_model, session, seq, path_exact=True)
+            entry_row(
+                entry_model, session, 2, type="label", target_entry_id=target, label="x", message=None, path_exact=True
+            )
     from sessiontree.models import AgentSession
 
     marked = dict(AgentSession.objects.values_list("session_id", "rows_in_order"))
