@@ -11,7 +11,9 @@ Prints (medians; wall time seen by the client unless said otherwise):
   record; issue 23: HTTP adds at most 1.5 ms to it) and through the WSGI
   application in this process (the same request through Django and DRF
   without gunicorn, the socket and the HTTP client), which splits what HTTP
-  adds to the service between the two;
+  adds to the service between the two; the kinds take turns in each place;
+- the same request with the service answered at once, in process and over
+  HTTP (gunicorn serving ``bench/api_stub_wsgi.py``): the stack's own work;
 - appends per second from 1 and from 4 concurrent clients on different
   sessions (target: 4 clients >= 1.6 x one), and from 4 clients on ONE
   session with ``expected_leaf_id`` (a 409 is retried after reading the leaf;
@@ -242,15 +244,17 @@ def contended_rate(port: int, token: str, session_id: str, clients: int, appends
 
 
 @contextmanager
-def serve(args: argparse.Namespace, env: dict[str, str], *, workers: int) -> Iterator[int]:
-    """gunicorn serving the project on a free port of 127.0.0.1; stopped (and
-    its processes reaped, so their CPU is counted) on exit."""
+def serve(
+    args: argparse.Namespace, env: dict[str, str], *, workers: int, app: str = "config.wsgi:application"
+) -> Iterator[int]:
+    """gunicorn serving the project (``app``) on a free port of 127.0.0.1;
+    stopped (and its processes reaped, so their CPU is counted) on exit."""
     port = free_port()
     command = [
         sys.executable,
         "-m",
         "gunicorn",
-        "config.wsgi:application",
+        app,
         "--bind",
         f"{HOST}:{port}",
         "--workers",
@@ -273,6 +277,25 @@ def serve(args: argparse.Namespace, env: dict[str, str], *, workers: int) -> Ite
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             server.wait()
+
+
+def http_stack_alone(args: argparse.Namespace, env: dict[str, str], token: str, session_id: str) -> list[float]:
+    """Append latency (ms) over HTTP from one client, with every worker's
+    service answering at once (``bench/api_stub_wsgi.py``): what the HTTP
+    stack adds to a service call, measured by itself, without the write
+    (whose commit waits on the disk) being subtracted from another noisy
+    figure."""
+    with serve(args, env, workers=args.workers, app="bench.api_stub_wsgi:application") as port:
+        api = Client(port, token)
+        path = f"/api/sessions/{session_id}/entries/"
+        for i in range(20 * args.workers):  # every worker: its imports and its one real append
+            api.json("POST", path, {"message": message(i)}, expect=201)
+        samples = []
+        for i in range(args.appends):
+            start = time.perf_counter()
+            api.json("POST", path, {"message": message(i)}, expect=201)
+            samples.append((time.perf_counter() - start) * 1000)
+        return samples
 
 
 def run(args: argparse.Namespace, env: dict[str, str]) -> None:
@@ -347,22 +370,26 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         for i in range(20):  # this process's first request imports what the API uses
             in_process.append(wsgi_sid, message(i))
         http_ms, wsgi_ms, service_ms, provider_ms = [], [], [], []
+        calls: list[tuple[list[float], Any]] = [
+            (http_ms, lambda p: api.json("POST", f"/api/sessions/{http_sid}/entries/", {"message": p}, expect=201)),
+            (wsgi_ms, lambda p: in_process.append(wsgi_sid, p)),
+            (
+                service_ms,
+                lambda p: services.entries.append_message(
+                    session_id=service_sid, provider=provider, message=p, actor=user, channel="api"
+                ),
+            ),
+            (provider_ms, lambda p: provider.append_message(provider_sid, p)),
+        ]
         for i in range(args.appends):
             payload = message(i)
-            start = time.perf_counter()
-            api.json("POST", f"/api/sessions/{http_sid}/entries/", {"message": payload}, expect=201)
-            http_ms.append((time.perf_counter() - start) * 1000)
-            start = time.perf_counter()
-            in_process.append(wsgi_sid, payload)
-            wsgi_ms.append((time.perf_counter() - start) * 1000)
-            start = time.perf_counter()
-            services.entries.append_message(
-                session_id=service_sid, provider=provider, message=payload, actor=user, channel="api"
-            )
-            service_ms.append((time.perf_counter() - start) * 1000)
-            start = time.perf_counter()
-            provider.append_message(provider_sid, payload)
-            provider_ms.append((time.perf_counter() - start) * 1000)
+            # Each kind takes each place in turn: what runs right after an HTTP
+            # request shares the cores with the worker finishing it and with
+            # MariaDB's work after a commit.
+            for samples, call in calls[i % 4 :] + calls[: i % 4]:
+                start = time.perf_counter()
+                call(payload)
+                samples.append((time.perf_counter() - start) * 1000)
         http_m, wsgi_m, service_m, provider_m = (
             statistics.median(x) for x in (http_ms, wsgi_ms, service_ms, provider_ms)
         )
@@ -396,6 +423,13 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> None:
         print(
             f"  the API stack alone (in process, the service answered at once): {statistics.median(stack_ms):.2f} ms, "
             f"CPU {stack_cpu:.2f} ms"
+        )
+        stub_http = http_stack_alone(args, env, token, wsgi_sid)
+        print(
+            f"  the HTTP stack alone (gunicorn, {args.workers} {args.worker_class} workers, the service answered at "
+            f"once: bench/api_stub_wsgi.py): {statistics.median(stub_http):.2f} ms "
+            f"(p90 {statistics.quantiles(stub_http, n=10)[-1]:.2f} ms): the stack's own work, its code and data hot "
+            f"in the caches; HTTP - service above less this is what it costs more beside a real write"
         )
         for name, direct in (("provider", provider_m), ("service", service_m)):
             budget = 2 * direct + 1
