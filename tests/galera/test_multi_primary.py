@@ -356,6 +356,33 @@ def test_a_read_on_another_node_sees_the_append_with_wsrep_sync_wait(galera, pro
     assert stale["with"] == 0
 
 
+def test_a_write_waits_for_the_cluster_once_at_the_start_of_its_transaction(galera, provider):
+    """With ``wsrep_sync_wait=1`` a write waits for the cluster once: its
+    transaction begins with ``START TRANSACTION`` (a read statement to
+    Galera, which waits), and its locking ``SELECT`` inside it does not wait
+    again (docs/scale-out.md). Counted by the node (``wsrep_causal_reads``)."""
+    with on_node(
+        galera.nodes[0], init_command=init_command("SET sql_mode='STRICT_TRANS_TABLES'", {"wsrep_sync_wait": "1"})
+    ):
+        provider.create_session(session_id="waits")
+        provider.append_message("waits", user("the connection and its caches"))
+        counter = node_connection(galera.nodes[0])
+        try:
+            cursor = counter.cursor()
+            cursor.execute("SET SESSION wsrep_sync_wait = 0")  # the counter's own reads wait for nothing
+
+            def causal_reads() -> int:
+                cursor.execute("SHOW GLOBAL STATUS LIKE 'wsrep_causal_reads'")
+                return int(cursor.fetchone()[1])
+
+            before = causal_reads()
+            provider.append_message("waits", user("counted"))
+            after = causal_reads()
+        finally:
+            counter.close()
+    assert after - before == 1
+
+
 # --- a node killed and rejoined -------------------------------------------------------------------
 
 
