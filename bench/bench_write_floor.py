@@ -18,7 +18,11 @@ swaps the session's id and key. Session keys start at 10,000,000 so they
 cannot be mistaken for any other number in the parameters.
 
 Prints the statements of each kind of append, then per kind the medians
-(ms) of the call and of its raw replay, and the ratio (target: at most 1.5).
+(ms) of the call and of its raw replay, and the ratio (target: at most 1.5);
+then the figures the machine's noise moves least: the round trips of one
+call as the server counts its statements (``Questions``) against the
+replay's (its statements and the ``COMMIT``), and this process's CPU time
+per call against the replay's.
 Uses its own database (``sessiontree_bench_floor``) on the server of
 ``DATABASE_URL`` (default the local test server), dropped at the end.
 
@@ -137,6 +141,15 @@ def run(args: argparse.Namespace, url: str, connect: dict[str, Any]) -> None:
     raw.autocommit(False)
     raw_cursor = raw.cursor()
     figures: dict[str, tuple[float, float]] = {}
+    cpu: dict[str, tuple[float, float]] = {}
+    trips: dict[str, tuple[int, int]] = {}
+
+    def questions() -> int:
+        """Statements this process's Django connection has sent, as the server counts them."""
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW SESSION STATUS LIKE 'Questions'")
+            return int(cursor.fetchone()[1])
+
     for kind, call in kinds.items():
         template = clone(f"tpl-{len(figures)}")
         recorder = Recorder()
@@ -147,17 +160,28 @@ def run(args: argparse.Namespace, url: str, connect: dict[str, Any]) -> None:
         print(f"\n{kind}: {len(statements)} statements + COMMIT (savepoints left out: {skipped})")
         for sql, _params, many in statements:
             print(f"  {'many ' if many else ''}{sql[:150]}")
+        # Round trips of one call, as the server counts statements (the SHOW itself subtracted).
+        probe = clone(f"q{len(figures)}")
+        itself = -questions() + questions()
+        before = questions()
+        call(probe[1], payload)
+        sent = questions() - before - itself
+        trips[kind] = (sent, len(statements) + 1)
         clones = [(clone(f"c{len(figures)}-{n:05d}"), clone(f"r{len(figures)}-{n:05d}")) for n in range(args.samples)]
         called: list[float] = []
         replayed: list[float] = []
+        call_cpu = replay_cpu = 0.0
         for n, (for_call, for_replay) in enumerate(clones):
             order = ("call", "raw") if n % 2 == 0 else ("raw", "call")
             for which in order:
                 if which == "call":
+                    cpu_start = time.process_time()
                     start = time.perf_counter()
                     call(for_call[1], payload)
                     called.append((time.perf_counter() - start) * 1000)
+                    call_cpu += time.process_time() - cpu_start
                 else:
+                    cpu_start = time.process_time()
                     start = time.perf_counter()
                     for sql, params, many in statements:
                         swapped = swap(params, template, for_replay)
@@ -169,13 +193,21 @@ def run(args: argparse.Namespace, url: str, connect: dict[str, Any]) -> None:
                             raw_cursor.fetchall()
                     raw.commit()
                     replayed.append((time.perf_counter() - start) * 1000)
+                    replay_cpu += time.process_time() - cpu_start
         figures[kind] = (statistics.median(called), statistics.median(replayed))
+        cpu[kind] = (call_cpu * 1000 / args.samples, replay_cpu * 1000 / args.samples)
     raw.close()
     print(f"\n{args.samples} samples each, alternating; sessions of {args.entries} entries")
     for kind, (call_ms, raw_ms) in figures.items():
         ratio = call_ms / raw_ms
         verdict = "within" if ratio <= TARGET else "OVER"
         print(f"{kind}: {call_ms:.3f} ms vs raw {raw_ms:.3f} ms: {ratio:.2f}x ({verdict} the {TARGET}x target)")
+        ours, floor = trips[kind]
+        call_cpu_ms, replay_cpu_ms = cpu[kind]
+        print(
+            f"  round trips {ours} vs raw {floor}; this process's CPU {call_cpu_ms:.3f} ms vs raw {replay_cpu_ms:.3f} ms "
+            f"(+{call_cpu_ms - replay_cpu_ms:.3f} ms: Python, Django and the project)"
+        )
 
 
 if __name__ == "__main__":
