@@ -141,7 +141,13 @@ class FileIndex:
 
     __slots__ = (
         "compactions",
-        "facts",
+        "fact_compaction",
+        "fact_depth",
+        "fact_exact",
+        "fact_jump",
+        "fact_jump_depth",
+        "fact_model",
+        "fact_thinking",
         "first_child",
         "first_root",
         "has_child",
@@ -199,8 +205,19 @@ class FileIndex:
         self.type_counts: collections.Counter[Any] | None = None
         self.compactions = 0
         self.first_root: str | None = None
-        # Each entry's path facts (core/path_facts.py), computed as entries arrive.
-        self.facts: dict[str, PathFacts] = {}
+        # Each entry's path facts (core/path_facts.py), computed as entries
+        # arrive, as columns by position (``facts_of`` gives an entry's as a
+        # PathFacts): the depth, the positions of the nearest compaction,
+        # model and thinking entries (-1: none), whether exact, and the
+        # jump's position and depth. 25 bytes an entry, where a tuple in a
+        # dict by id took ~190.
+        self.fact_depth = array("i")
+        self.fact_compaction = array("i")
+        self.fact_model = array("i")
+        self.fact_thinking = array("i")
+        self.fact_exact = bytearray()
+        self.fact_jump = array("i")
+        self.fact_jump_depth = array("i")
         # Positions (ascending) by key, for the reads by key (``keyed_reads``):
         # ("custom", customType) of ``custom`` entries and ("tool", toolName)
         # of ``message`` entries whose message names a tool.
@@ -217,7 +234,14 @@ class FileIndex:
         if len(spans) != 2 * len(entries):
             raise ValueError("two span ints per entry")
         position, ids, parents, types, has_child = self.position, self.ids, self.parents, self.types, self.has_child
-        facts, keyed, first_child = self.facts, self.keyed, self.first_child
+        keyed, first_child = self.keyed, self.first_child
+        depth_of, compaction_of, model_of = self.fact_depth, self.fact_compaction, self.fact_model
+        thinking_of, exact_of, jump_of, jump_depth_of = (
+            self.fact_thinking,
+            self.fact_exact,
+            self.fact_jump,
+            self.fact_jump_depth,
+        )
         new_ids: list[Any] = [entry.get("id") for entry in entries]
         if (
             not all(type(entry_id) is str for entry_id in new_ids)
@@ -253,16 +277,40 @@ class FileIndex:
                     self.first_root = entry_id
                 if parent_id is not None and parent_id != entry_id:
                     waiting.setdefault(parent_id, []).append(at)  # a parent later in the file
+            # The path facts (``path_facts.child_facts``, by position): the
+            # parent's, with what this entry sets.
+            if parent_at is not None:
+                depth = depth_of[parent_at]
+                compaction, model, thinking = compaction_of[parent_at], model_of[parent_at], thinking_of[parent_at]
+                exact = exact_of[parent_at]
+                jump = jump_of[parent_at]
+                if depth + jump_depth_of[jump] == 2 * jump_depth_of[parent_at]:
+                    jump, jump_depth = jump_of[jump], jump_depth_of[jump]
+                else:
+                    jump, jump_depth = parent_at, depth
+                depth += 1
+            else:  # a root (not exact when its parentId names no entry known now)
+                compaction = model = thinking = -1
+                depth, exact, jump, jump_depth = 0, entry.get("parentId") is None, at, 0
             entry_type = entry.get("type")
             if entry_type.__class__ is str:
                 entry_type = intern(entry_type)
                 if entry_type == "compaction":
                     self.compactions += 1
+                    compaction = at
                 elif entry_type == "message":
                     message = entry.get("message")
-                    tool = message.get("toolName") if message.__class__ is dict else None
-                    if tool.__class__ is str:
-                        keyed.setdefault(("tool", tool), []).append(at)
+                    if message.__class__ is dict:
+                        tool = message.get("toolName")
+                        if tool.__class__ is str:
+                            keyed.setdefault(("tool", tool), []).append(at)
+                        if message.get("role") == "assistant":
+                            model = at
+                elif entry_type == "model_change":
+                    model = at
+                elif entry_type == "thinking_level_change":
+                    if "thinkingLevel" in entry:
+                        thinking = at
                 elif entry_type == "custom":
                     custom_type = entry.get("customType")
                     if custom_type.__class__ is str:
@@ -271,10 +319,16 @@ class FileIndex:
                     target = entry.get("targetId")
                     if target.__class__ is str:
                         keyed.setdefault(("target", target), []).append(at)
+            depth_of.append(depth)
+            compaction_of.append(compaction)
+            model_of.append(model)
+            thinking_of.append(thinking)
+            exact_of.append(exact)
+            jump_of.append(jump)
+            jump_depth_of.append(jump_depth)
             position[entry_id] = at
             if waiting and entry_id in waiting:
                 self._adopt(at, entry_id, waiting.pop(entry_id))
-            facts[entry_id] = child_facts(entry, facts)
             add_id(entry_id)
             add_parent(parent_id)
             add_type(entry_type)
@@ -331,6 +385,26 @@ class FileIndex:
 
     def parent_of(self, entry_id: str) -> str | None:
         return self.parents[self.position[entry_id]]
+
+    def facts_of(self, entry_id: Any) -> PathFacts | None:
+        """The path facts of ``entry_id`` (``None``: not in the index)."""
+        at = self.position.get(entry_id)
+        if at is None:
+            return None
+        ids = self.ids
+        compaction, model, thinking = self.fact_compaction[at], self.fact_model[at], self.fact_thinking[at]
+        return _new_facts(
+            PathFacts,
+            (
+                self.fact_depth[at],
+                ids[compaction] if compaction >= 0 else None,
+                ids[model] if model >= 0 else None,
+                ids[thinking] if thinking >= 0 else None,
+                bool(self.fact_exact[at]),
+                ids[self.fact_jump[at]],
+                self.fact_jump_depth[at],
+            ),
+        )
 
     def has_children(self, entry_id: str) -> bool:
         at = self.position.get(entry_id)
@@ -406,6 +480,32 @@ class FileIndex:
                     yield at, entry
                 run_start = run_end
         _payloads.keep_many(self.token, kept)
+
+
+_new_facts = tuple.__new__
+
+
+class _FactsById(Mapping[str, PathFacts]):
+    """An index's path facts by id, for ``path_facts.child_facts``."""
+
+    def __init__(self, index: FileIndex) -> None:
+        self._index = index
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = self._index.facts_of(key)
+        return default if found is None else found
+
+    def __getitem__(self, key: str) -> PathFacts:
+        found = self._index.facts_of(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index.ids)
+
+    def __len__(self) -> int:
+        return len(self._index.ids)
 
 
 _types: dict[Any, Any] = {}
@@ -1012,8 +1112,8 @@ class FileView:
 
     def _facts_of(self, entry_id: str) -> PathFacts | None:
         if self.in_flight_entry is not None and entry_id == self.in_flight_entry["id"]:
-            return child_facts(self.in_flight_entry, self.index.facts)
-        return self.index.facts.get(entry_id)
+            return child_facts(self.in_flight_entry, _FactsById(self.index))
+        return self.index.facts_of(entry_id)
 
     def known_ids(self, named: Collection[str]) -> Mapping[str, Any]:
         return self._by_id()

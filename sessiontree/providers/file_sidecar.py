@@ -66,7 +66,9 @@ SUFFIX = ".idx"
 MAGIC = b"STIDX\x01\n"
 # Bump when what the index derives from a line changes meaning (the slots'
 # names and PathFacts' fields are part of the format key already).
-VERSION = 3  # 3: an entry whose parent comes later in the file is that parent's child, not a root
+# 3: an entry whose parent comes later in the file is that parent's child, not a root;
+# 4: the path facts as columns by position (the slots' names say it too).
+VERSION = 4
 # Bytes of the file's beginning whose hash a sidecar keeps (the header line, mostly).
 HEAD_BYTES = 4096
 # Lines whose bytes a sidecar's sample hash covers (spread evenly, the last one always).
@@ -116,7 +118,22 @@ def format_key(slots: tuple[str, ...]) -> str:
 
 
 # The index's columns with one item an entry (those it has).
-_PER_ENTRY = ("ids", "parents", "types", "offsets", "lengths", "has_child", "first_child", "facts")
+_PER_ENTRY = (
+    "ids",
+    "parents",
+    "types",
+    "offsets",
+    "lengths",
+    "has_child",
+    "first_child",
+    "fact_depth",
+    "fact_compaction",
+    "fact_model",
+    "fact_thinking",
+    "fact_exact",
+    "fact_jump",
+    "fact_jump_depth",
+)
 
 
 def _whole(index: Any, count: int) -> bool:
@@ -135,10 +152,9 @@ _SEP = "\x00"
 
 
 def _encode(name: str, value: Any, ids: list[str]) -> tuple[Any, ...]:
-    """A slot as marshal writes it fast and reads it back fast: arrays as
-    their bytes, the ids as one string, the path facts as columns (measured
-    at 100,000 entries: faster both ways than rows, and than positions in
-    place of ids); anything else as it is."""
+    """A slot as marshal writes it fast and reads it back fast: arrays (the
+    path facts' columns among them) as their bytes, the ids as one string;
+    anything else as it is."""
     if isinstance(value, array):
         return ("A", value.typecode, value.tobytes())
     if isinstance(value, bytearray):
@@ -148,15 +164,7 @@ def _encode(name: str, value: Any, ids: list[str]) -> tuple[Any, ...]:
         if joined.count(_SEP) == max(len(value) - 1, 0):
             return ("S", joined.encode("utf-8", "surrogatepass"), len(value))
         return ("V", value)
-    if isinstance(value, dict) and value and type(next(iter(value.values()))) is PathFacts:
-        columns = list(zip(*value.values(), strict=True))
-        if len(value) == len(ids) and list(value) == ids:  # keyed by the ids, in their order (the usual case)
-            return ("F", columns)
-        return ("K", list(value), columns)
     return ("V", value)
-
-
-_new_facts = functools.partial(tuple.__new__, PathFacts)
 
 
 def _decode(encoded: tuple[Any, ...], ids: list[str]) -> Any:
@@ -170,10 +178,6 @@ def _decode(encoded: tuple[Any, ...], ids: list[str]) -> Any:
     if kind == "S":
         text = encoded[1].decode("utf-8", "surrogatepass")
         return text.split(_SEP) if encoded[2] else []
-    if kind == "F":
-        return dict(zip(ids, map(_new_facts, zip(*encoded[1], strict=True)), strict=True))
-    if kind == "K":
-        return dict(zip(encoded[1], map(_new_facts, zip(*encoded[2], strict=True)), strict=True))
     if kind == "V":
         return encoded[1]
     raise ValueError(f"unknown slot encoding {kind!r}")

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sessiontree.core.path_facts import facts_in_order
 from sessiontree.core.pi_session_file import new_session_header, serialize_file, serialize_line
 from sessiontree.providers import file_provider, file_sidecar
 from sessiontree.providers.file_provider import FileIndex, FileSessionTreeProvider, FileStorage, clear_index_cache
@@ -349,6 +350,39 @@ def test_the_index_from_the_sidecar_is_the_one_a_full_pass_builds(tmp_path_facto
         out.write(b"".join(serialize_line(entry) for entry in entries[split:]))
     assert file_sidecar.path_of(path).is_file()
     assert open_index(sidecar=True) == open_index(sidecar=False)
+
+
+# Parents the index must take as Pi does: a later entry, none known, a number, itself.
+ODD_PARENTS = st.sampled_from(["later", "unknown", "number", "itself"])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=session_trees(max_entries=40), odd=st.lists(st.tuples(st.integers(0, 39), ODD_PARENTS), max_size=4))
+def test_the_index_s_path_facts_are_the_ones_computed_in_order(tmp_path_factory, entries, odd):
+    """The path facts the index keeps as columns by position are, entry for
+    entry, ``path_facts.facts_in_order``'s (the rule every storage follows),
+    for any tree and odd parents, from a full pass and from the sidecar."""
+    for at, kind in odd:
+        if at < len(entries):
+            entry = entries[at]
+            later = entries[at + 1]["id"] if at + 1 < len(entries) else "nobody"
+            entry["parentId"] = {"later": later, "unknown": "nobody", "number": 7, "itself": entry["id"]}[kind]
+    folder = tmp_path_factory.mktemp("facts")
+    storage = FileStorage(folder)
+    path = folder / "s.jsonl"
+    path.write_bytes(serialize_file([new_session_header("s"), *entries]))
+    expected = dict(zip((e["id"] for e in entries), facts_in_order(entries), strict=True))
+    for sidecar in (False, True, True):  # a full pass (the sidecar written on the first True), then read back
+        clear_index_cache()
+        with settings_override(sidecar):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                index = storage._refresh(path, fd)
+            finally:
+                os.close(fd)
+        assert {entry_id: index.facts_of(entry_id) for entry_id in expected} == expected
+        assert index.facts_of("nobody") is None
+    assert file_sidecar.path_of(path).is_file()
 
 
 class settings_override:
