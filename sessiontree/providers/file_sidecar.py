@@ -67,7 +67,8 @@ MAGIC = b"STIDX\x01\n"
 # Bump when what the index derives from a line changes meaning (the slots'
 # names and PathFacts' fields are part of the format key already).
 # 3: an entry whose parent comes later in the file is that parent's child, not a root;
-# 4: the path facts as columns by position (the slots' names say it too).
+# 4: the path facts as columns by position (the slots' names say it too), the
+# parents as positions.
 VERSION = 4
 # Bytes of the file's beginning whose hash a sidecar keeps (the header line, mostly).
 HEAD_BYTES = 4096
@@ -151,10 +152,14 @@ def _persisted(index: Any) -> list[str]:
 _SEP = "\x00"
 
 
-def _encode(name: str, value: Any, ids: list[str]) -> tuple[Any, ...]:
+def _encode(name: str, value: Any, ids: list[str], position: dict[str, int]) -> tuple[Any, ...]:
     """A slot as marshal writes it fast and reads it back fast: arrays (the
-    path facts' columns among them) as their bytes, the ids as one string;
-    anything else as it is."""
+    path facts' columns among them) as their bytes, the ids as one string,
+    the parents as the positions of the ids they name (read back as those
+    very id objects, not a second copy of each string); anything else as
+    it is."""
+    if name == "parents":
+        return _encode_parents(value, position)
     if isinstance(value, array):
         return ("A", value.typecode, value.tobytes())
     if isinstance(value, bytearray):
@@ -167,8 +172,25 @@ def _encode(name: str, value: Any, ids: list[str]) -> tuple[Any, ...]:
     return ("V", value)
 
 
+def _encode_parents(parents: list[Any], position: dict[str, int]) -> tuple[Any, ...]:
+    """("P", positions, others): each parent's position in the index, -1
+    for none, -2 for an id the index does not hold (a parent still to come,
+    or none at all), whose string ``others`` keeps by the child's position."""
+    at_of = position.get
+    positions = array("i", [-1 if parent is None else at_of(parent, -2) for parent in parents])
+    others = {at: parents[at] for at, found in enumerate(positions) if found == -2} if -2 in positions else {}
+    return ("P", positions.tobytes(), others)
+
+
 def _decode(encoded: tuple[Any, ...], ids: list[str]) -> Any:
     kind = encoded[0]
+    if kind == "P":
+        positions = array("i")
+        positions.frombytes(encoded[1])
+        parents: list[Any] = [ids[at] if at >= 0 else None for at in positions]
+        for at, parent in encoded[2].items():
+            parents[at] = parent
+        return parents
     if kind == "A":
         out = array(encoded[1])
         out.frombytes(encoded[2])
@@ -225,7 +247,7 @@ def save(session_file: Path, fd: int, index: Any) -> bool:
             return False  # replaced meanwhile (an erase, a migration): this index is of the old file
         head, sample = _file_hashes(fd, index.offsets, index.lengths, count, index.offset)
         with gc_paused():
-            payload = marshal.dumps({name: _encode(name, getattr(index, name), ids) for name in slots})
+            payload = marshal.dumps({name: _encode(name, getattr(index, name), ids, index.position) for name in slots})
     except (ValueError, TypeError, OSError) as exc:  # a slot marshal cannot write: a bug, but never the read's
         logger.warning("Not writing the index of %s: %s", session_file.name, exc)
         return False

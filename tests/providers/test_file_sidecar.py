@@ -385,6 +385,25 @@ def test_the_index_s_path_facts_are_the_ones_computed_in_order(tmp_path_factory,
     assert file_sidecar.path_of(path).is_file()
 
 
+def test_parents_read_back_are_the_ids_own_strings(provider, settings):
+    """A parent read back from the sidecar is the very string object of the
+    id it names (one copy of each id in memory, as after a full pass), and
+    a parent the file does not hold comes back as it was."""
+    conversation(provider, "shared", 20)
+    session_file = Path(provider.get_session("shared")["session_file"])
+    with open(session_file, "ab") as out:
+        out.write(serialize_line({"type": "custom", "id": "waits", "parentId": "later", "customType": "n"}))
+    saved(provider, "shared")
+    clear_index_cache()
+    index = index_of(provider, "shared")
+    assert index.sidecar_entries == len(index)  # read back, not passed over
+    named = [(at, parent) for at, parent in enumerate(index.parents) if parent in index.position]
+    assert len(named) == len(index) - 2  # all but the root and the entry waiting for "later"
+    assert all(parent is index.ids[index.position[parent]] for _, parent in named)
+    assert index.parents[index.position["waits"]] == "later"
+    assert index.parents[0] is None
+
+
 class settings_override:
     def __init__(self, on: bool) -> None:
         self.on = on
