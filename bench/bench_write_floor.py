@@ -162,7 +162,8 @@ def run(args: argparse.Namespace, url: str, connect: dict[str, Any]) -> None:
             print(f"  {'many ' if many else ''}{sql[:150]}")
         # Round trips of one call, as the server counts statements (the SHOW itself subtracted).
         probe = clone(f"q{len(figures)}")
-        itself = -questions() + questions()
+        first = questions()
+        itself = questions() - first  # what one SHOW adds to the count
         before = questions()
         call(probe[1], payload)
         sent = questions() - before - itself

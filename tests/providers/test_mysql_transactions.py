@@ -10,31 +10,21 @@ the MySQL leg (``REQUIRE_MYSQL=1``) must run them.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import MySQLdb
 import pytest
 from django.db import DatabaseError, connection, transaction
 
-REQUIRE_MYSQL = os.environ.get("REQUIRE_MYSQL") == "1"
-IS_MYSQL = connection.vendor == "mysql"
-
-pytestmark = [
-    pytest.mark.mysql,
-    pytest.mark.skipif(
-        not IS_MYSQL and not REQUIRE_MYSQL,
-        reason="the MySQL/MariaDB backend's transactions: set DATABASE_URL=mysql://… or run `make test-mysql`",
-    ),
-]
+# Skipped with its reason where the database is not MySQL/MariaDB (tests/conftest.py);
+# with REQUIRE_MYSQL=1 the run stops at once if it is not.
+pytestmark = pytest.mark.mysql
 
 TABLE = "sessiontree_txn_probe"
 
 
 @pytest.fixture
 def table(transactional_db) -> Iterator[str]:
-    if not IS_MYSQL:
-        pytest.fail(f"REQUIRE_MYSQL=1 but the database is {connection.vendor}, not MySQL/MariaDB")
     with connection.cursor() as cursor:
         cursor.execute(f"CREATE TABLE {TABLE} (n INT NOT NULL) ENGINE=InnoDB")
     try:
