@@ -152,7 +152,7 @@ def _persisted(index: Any) -> list[str]:
 _SEP = "\x00"
 
 
-def _encode(name: str, value: Any, ids: list[str], position: dict[str, int]) -> tuple[Any, ...]:
+def _encode(name: str, value: Any, position: dict[str, int]) -> tuple[Any, ...]:
     """A slot as marshal writes it fast and reads it back fast: arrays (the
     path facts' columns among them) as their bytes, the ids as one string,
     the parents as the positions of the ids they name (read back as those
@@ -237,8 +237,7 @@ def save(session_file: Path, fd: int, index: Any) -> bool:
     """Write ``index`` (of ``session_file``, open as ``fd`` and locked) as its
     sidecar, atomically. Returns whether it was written; failing to write
     one (a read-only folder, a full disk) is never an error."""
-    ids = index.ids
-    count = len(ids)
+    count = len(index.ids)
     slots = _persisted(index)
     try:
         if not _whole(index, count):
@@ -247,7 +246,7 @@ def save(session_file: Path, fd: int, index: Any) -> bool:
             return False  # replaced meanwhile (an erase, a migration): this index is of the old file
         head, sample = _file_hashes(fd, index.offsets, index.lengths, count, index.offset)
         with gc_paused():
-            payload = marshal.dumps({name: _encode(name, getattr(index, name), ids, index.position) for name in slots})
+            payload = marshal.dumps({name: _encode(name, getattr(index, name), index.position) for name in slots})
     except (ValueError, TypeError, OSError) as exc:  # a slot marshal cannot write: a bug, but never the read's
         logger.warning("Not writing the index of %s: %s", session_file.name, exc)
         return False
