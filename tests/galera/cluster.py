@@ -36,6 +36,8 @@ DEFAULT_DIR = Path(os.environ.get("GALERA_DIR", "/tmp/sessiontree-galera"))
 DEFAULT_BASE_PORT = int(os.environ.get("GALERA_BASE_PORT", "14306"))
 NODES = 3
 START_TIMEOUT = 120
+RECOVER_TIMEOUT = 180
+PORT_TIMEOUT = 60
 
 
 def galera_library() -> str | None:
@@ -77,7 +79,26 @@ def _own(path: Path) -> None:
 
 def _free(port: int) -> bool:
     with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) != 0
+        probe.settimeout(5)
+        try:
+            return probe.connect_ex(("127.0.0.1", port)) != 0
+        except TimeoutError:  # nobody answers, yet something holds the port's queue
+            return False
+
+
+def _wait_free(node: Node, timeout: float = PORT_TIMEOUT) -> None:
+    """Wait until nothing answers on the node's ports. A node killed a moment
+    ago may leave a helper (the SST script's rsync daemon) that goes away by
+    itself; a port still taken after ``timeout`` is another server's."""
+    ports = (node.sql_port, node.galera_port, node.ist_port, node.sst_port)
+    deadline = time.monotonic() + timeout
+    while True:
+        taken = [port for port in ports if not _free(port)]
+        if not taken:
+            return
+        if time.monotonic() >= deadline:
+            raise RuntimeError(f"Port(s) {taken} of Galera node {node.number} still taken after {timeout:.0f} s")
+        time.sleep(0.5)
 
 
 @dataclass
@@ -197,13 +218,18 @@ class GaleraCluster:
         asks its donor for what it missed (IST) instead of a whole copy (SST)."""
         log = node.base / f"node{node.number}" / "recover.log"
         log.unlink(missing_ok=True)
-        subprocess.run(
-            self._command(node, bootstrap=False, recover=True),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=180,
-            check=False,
-        )
+        try:
+            subprocess.run(
+                self._command(node, bootstrap=False, recover=True),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=RECOVER_TIMEOUT,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(
+                f"Galera node {node.number}: --wsrep-recover did not finish within {RECOVER_TIMEOUT} s: {tail(log)}"
+            ) from None
         found = re.search(
             r"Recovered position: ([0-9a-f-]{36}:-?[0-9]+)", log.read_text(errors="replace") if log.exists() else ""
         )
@@ -238,9 +264,7 @@ class GaleraCluster:
         else:
             node.datadir.mkdir(parents=True, exist_ok=True)
         _own(node.datadir.parent)
-        for port in (node.sql_port, node.galera_port, node.ist_port, node.sst_port):
-            if not _free(port):
-                raise RuntimeError(f"Port {port} of Galera node {node.number} is taken")
+        _wait_free(node)
         node.process = subprocess.Popen(
             self._command(node, bootstrap=bootstrap, start_position=start_position),
             stdout=subprocess.DEVNULL,
@@ -329,6 +353,8 @@ class GaleraCluster:
     def wait_synced(self, node: Node, timeout: float = START_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
+            if node.process is None and _pid_of(node) is None:
+                raise RuntimeError(f"Galera node {node.number} is not running (never started, or killed)")
             if node.process is not None and node.process.poll() is not None:
                 raise RuntimeError(f"Galera node {node.number} exited: {tail(node.log)}")
             if self.status(node, "wsrep_local_state_comment") == "Synced":

@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.galera, pytest.mark.django_db(transaction=True)]
 
 WHO = {"actor": "galera-writer", "channel": "api"}
 ATTEMPTS = 30  # a writer's own retries of typed refusals (a client's loop), per logical write
+RESTART_TIMEOUT = 400  # kill, --wsrep-recover, its ports free, started and synced: each bounded in cluster.py
 
 
 def user(text: str) -> dict[str, Any]:
@@ -428,19 +429,27 @@ def test_a_node_killed_and_rejoined_by_ist_loses_nothing_and_stores_nothing_twic
 
     log_before = victim.log.stat().st_size if victim.log.exists() else 0
 
+    chaos_errors: list[BaseException] = []
+
     def killer() -> None:
-        while progress["acked"] < writers * per_writer // 3:
-            time.sleep(0.05)
-        galera.kill(victim)
-        killed.set()
-        time.sleep(3)
-        galera.restart(victim)  # rejoins: IST from a donor's gcache
+        try:
+            while progress["acked"] < writers * per_writer // 3:
+                time.sleep(0.05)
+            galera.kill(victim)
+            killed.set()
+            time.sleep(3)
+            galera.restart(victim)  # rejoins: IST from a donor's gcache
+        except BaseException as exc:  # surfaced below: a failed restart is named, not a sync timeout later
+            chaos_errors.append(exc)
 
     started = time.monotonic()
     chaos = threading.Thread(target=killer)
     chaos.start()
     errors = run_on_nodes(galera, writers, writer)
-    chaos.join(180)
+    chaos.join(RESTART_TIMEOUT)
+    assert not chaos.is_alive(), f"node {victim.number} was not restarted within {RESTART_TIMEOUT} s"
+    if chaos_errors:
+        raise chaos_errors[0]
     galera.wait_synced(victim)
     report("node killed and rejoined", outcome, started)
     assert errors == [] and outcome.untyped == []
