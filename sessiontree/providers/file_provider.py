@@ -1314,8 +1314,15 @@ class FileStorage:
         reader = SessionReader(spans=spans)
         index: FileIndex | None = None
         budget = _payloads.budget()
-        # The newest chunks' entries, for the payload cache: (first position, entries, line lengths, bytes).
-        newest: list[tuple[int, list[Entry], list[int], int]] = []
+        # The entries of the file's last ``budget`` bytes, for the payload
+        # cache: (first position, entries, line lengths). Only those are kept
+        # while the pass goes on; the others are dropped with their chunk, so
+        # the pass works on a chunk's worth of objects, not a budget's (a
+        # window of the newest chunks kept as it moved cost 110-130 ms at
+        # 100,000 entries, 16 MiB kept: objects freed long after they were
+        # made, far from the cache).
+        keep_from = st.st_size - budget if budget > 0 else st.st_size + 1
+        newest: list[tuple[int, list[Entry], list[int]]] = []
         # What the payload cache keeps is long-lived: it goes straight to the
         # oldest collector generation instead of being walked on the way.
         with gc_paused(promote=True):
@@ -1333,15 +1340,15 @@ class FileStorage:
                     )
                 first = len(index)
                 index.extend(chunk_entries, spans, keep=False)
-                if budget > 0 and chunk_entries:
-                    lengths = spans[1::2]
-                    newest.append((first, chunk_entries, lengths, sum(lengths)))
-                    while len(newest) > 1 and sum(chunk[3] for chunk in newest[1:]) >= budget:
-                        newest.pop(0)  # the rest holds the budget's worth already
+                if chunk_entries and spans[-2] >= keep_from:
+                    kept = 0
+                    while spans[2 * kept] < keep_from:
+                        kept += 1
+                    newest.append((first + kept, chunk_entries[kept:], spans[2 * kept + 1 :: 2]))
                 spans.clear()
             if index is None:
                 raise CorruptSessionTree(f"{path.name} is not a Pi session file ({reader.reason})")
-            for first, chunk_entries, lengths, _size in newest:
+            for first, chunk_entries, lengths in newest:
                 _payloads.keep_many(
                     index.token, list(zip(range(first, first + len(lengths)), chunk_entries, lengths, strict=True))
                 )

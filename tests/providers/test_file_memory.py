@@ -43,6 +43,34 @@ def test_payloads_kept_stay_within_the_byte_budget(provider, settings):
     assert usage["payloads"] < 60
 
 
+@pytest.mark.parametrize("budget", [0, 1, 1500, 4096, 10**9])
+def test_a_full_pass_keeps_the_entries_of_the_file_s_last_budget_bytes(provider, settings, budget):
+    """What the first open of a file leaves in the payload cache: the entries
+    whose lines start in its last ``SESSIONTREE_FILE_CACHE_BYTES`` bytes,
+    decoded as Pi reads them, and no older one."""
+    settings.SESSIONTREE_FILE_INDEX_SIDECAR = False  # the full pass, every time
+    written = fill(provider, "s1", 40)
+    path = Path(provider.get_session("s1")["session_file"])
+    data = path.read_bytes()
+    starts, at = [], data.index(b"\n") + 1  # after the header
+    for _ in written:
+        starts.append(at)
+        at = data.index(b"\n", at) + 1
+    clear_index_cache()
+    settings.SESSIONTREE_FILE_CACHE_BYTES = budget
+    with provider.read("s1"):
+        pass
+    kept = sorted((at, entry) for (_token, at), (entry, _length) in file_provider._payloads._entries.items())
+    expected = [i for i, start in enumerate(starts) if budget > 0 and start >= len(data) - budget]
+    assert [at for at, _ in kept] == expected
+    assert (
+        [entry for _, entry in kept]
+        == [written[i] for i in expected]
+        == as_read_by_pi(path)[len(written) - len(expected) :]
+    )
+    assert cache_usage()["payload_bytes"] <= budget
+
+
 def test_without_a_payload_cache_every_read_comes_from_the_file_as_pi_reads_it(provider, settings):
     settings.SESSIONTREE_FILE_CACHE_BYTES = 0
     written = fill(provider, "s1", 30)
