@@ -255,6 +255,7 @@ class FileIndex:
         has_child.extend(bytes(len(entries)))
         first_child.extend(itertools.repeat(-1, len(entries)))
         add_id, add_parent, add_type = ids.append, parents.append, types.append
+        with_children = 0  # parents that got their first child here (``_adopt`` counts its own)
         at = base
         for entry_id, entry in zip(new_ids, entries, strict=True):
             parent_id = entry.get("parentId")
@@ -267,19 +268,12 @@ class FileIndex:
                 parent_id = ids[parent_at]  # one string object per id
                 if not has_child[parent_at]:
                     has_child[parent_at] = 1
-                    self.with_children += 1
+                    with_children += 1
                     first_child[parent_at] = at
                 else:
                     self.more_children.setdefault(parent_at, []).append(at)
-            else:
-                self.roots.append(at)
-                if self.first_root is None:
-                    self.first_root = entry_id
-                if parent_id is not None and parent_id != entry_id:
-                    waiting.setdefault(parent_id, []).append(at)  # a parent later in the file
-            # The path facts (``path_facts.child_facts``, by position): the
-            # parent's, with what this entry sets.
-            if parent_at is not None:
+                # The path facts (``path_facts.child_facts``, by position): the
+                # parent's, with what this entry sets.
                 depth = depth_of[parent_at]
                 compaction, model, thinking = compaction_of[parent_at], model_of[parent_at], thinking_of[parent_at]
                 exact = exact_of[parent_at]
@@ -289,16 +283,19 @@ class FileIndex:
                 else:
                     jump, jump_depth = parent_at, depth
                 depth += 1
-            else:  # a root (not exact when its parentId names no entry known now)
+            else:
+                self.roots.append(at)
+                if self.first_root is None:
+                    self.first_root = entry_id
+                if parent_id is not None and parent_id != entry_id:
+                    waiting.setdefault(parent_id, []).append(at)  # a parent later in the file
+                # A root's facts (not exact when its parentId names no entry known now).
                 compaction = model = thinking = -1
                 depth, exact, jump, jump_depth = 0, entry.get("parentId") is None, at, 0
             entry_type = entry.get("type")
             if entry_type.__class__ is str:
                 entry_type = intern(entry_type)
-                if entry_type == "compaction":
-                    self.compactions += 1
-                    compaction = at
-                elif entry_type == "message":
+                if entry_type == "message":  # most entries: asked first
                     message = entry.get("message")
                     if message.__class__ is dict:
                         tool = message.get("toolName")
@@ -306,6 +303,9 @@ class FileIndex:
                             keyed.setdefault(("tool", tool), []).append(at)
                         if message.get("role") == "assistant":
                             model = at
+                elif entry_type == "compaction":
+                    self.compactions += 1
+                    compaction = at
                 elif entry_type == "model_change":
                     model = at
                 elif entry_type == "thinking_level_change":
@@ -333,6 +333,7 @@ class FileIndex:
             add_parent(parent_id)
             add_type(entry_type)
             at += 1
+        self.with_children += with_children
         self.offsets.extend(spans[0::2])
         self.lengths.extend(spans[1::2])
         if self.type_counts is not None:
