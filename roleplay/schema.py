@@ -25,6 +25,7 @@ from typing import Any, Final, Literal
 import orjson
 from jsonpointer import JsonPointer, JsonPointerException
 
+from sessiontree.core import entry_keys
 from sessiontree.core.errors import InvalidEntry
 from sessiontree.core.types import Entry
 
@@ -125,6 +126,35 @@ def roleplay_payload(entry: Entry) -> Any:
         message = entry.get("message")
         return message.get("details") if isinstance(message, dict) else None
     return entry.get("data")
+
+
+def commit_id_of(entry: Entry) -> str | None:
+    """The commit id an entry carries (turn result, commit, repair), if any."""
+    kind = roleplay_entry_kind(entry)
+    payload = roleplay_payload(entry)
+    if not isinstance(payload, dict):
+        return None
+    if kind == "commit":
+        commit: Any = payload
+    elif kind in ("turn", "repair"):
+        commit = payload.get("commit")
+    else:
+        return None
+    commit_id = commit.get("commitId") if isinstance(commit, dict) else None
+    return commit_id if isinstance(commit_id, str) else None
+
+
+# The entries that carry a commit are stored with the commit's id as their
+# key (``sessiontree.core.entry_keys``): a correction that names a commit
+# finds it by key, not by reading the path back to it.
+COMMIT_KEY: Final = "rp-commit"
+
+
+def register_commit_key() -> None:
+    """Key turn results, commits and repairs by their commit id (the app's ``ready``)."""
+    entry_keys.register_entry_key(
+        COMMIT_KEY, key=commit_id_of, custom_types=(COMMIT_TYPE, REPAIR_TYPE), tool_names=(TURN_TOOL_NAME,)
+    )
 
 
 # --- field checks ------------------------------------------------------------

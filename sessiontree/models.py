@@ -17,6 +17,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Left
 from mptt.models import MPTTModel, TreeForeignKey
 
+from sessiontree.core.entry_keys import MAX_KEY_LENGTH as ENTRY_KEY_LENGTH
 from sessiontree.providers.factory import default_provider_kind, provider_choices
 
 # Provider kinds come from the registry (``SESSIONTREE_PROVIDERS``), evaluated
@@ -207,6 +208,10 @@ class AgentSessionEntry(models.Model):
         output_field=models.CharField(max_length=64, null=True, blank=True),
         db_persist=False,
     )
+    # The entry's key (``core/entry_keys.py``: a roleplay commit's id, say),
+    # written with the row: such entries are read by key
+    # (``keyed_reads.entries_with_key``), not by reading a path back.
+    entry_key = models.CharField(max_length=ENTRY_KEY_LENGTH, null=True, blank=True)
 
     class Meta:
         db_table = "neta_agent_session_entry"
@@ -228,6 +233,7 @@ class AgentSessionEntry(models.Model):
             # The labels and context edits aimed at some entries (the tree page's
             # window, the entry panel), by key: not every label of the session.
             models.Index(fields=["session", "target_entry_id"], name="entry_target_idx"),
+            models.Index(fields=["session", "entry_key"], name="entry_key_idx"),
         ]
 
     def __str__(self) -> str:

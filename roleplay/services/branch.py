@@ -20,6 +20,7 @@ from typing import Any, TypedDict
 from sessiontree.core.errors import LeafConflict
 from sessiontree.core.pi_session_file import gc_paused
 from sessiontree.core.types import UNSET, Entry, Unset
+from sessiontree.providers import keyed_reads
 from sessiontree.providers.base import SessionTreeProvider
 from sessiontree.providers.factory import get_provider_for_session
 
@@ -83,6 +84,24 @@ class BranchPath:
             return self._loaded[entry_id]
         found: Entry | None = self._keyed_or_walked(keyed, walked)
         return found
+
+    def keyed(self, key: str, match: Callable[[Entry], bool]) -> list[Entry]:
+        """The entries stored with ``key`` (``sessiontree.core.entry_keys``)
+        that ``match`` and lie on the path, in append order: one read by key
+        and the path facts of what it found, whatever the distance to them.
+        A key is a hint (an entry stored before its rule may lack it): an
+        empty answer says only that the key found nothing."""
+        found = [entry for entry in keyed_reads.entries_with_key(self._view, key) if match(entry)]
+        if not found:
+            return []
+        ids = [str(entry.get("id")) for entry in found]
+
+        def walked() -> set[str]:
+            assert self._on_path is not None
+            return {i for i in ids if i in self._on_path}
+
+        on_path: set[str] = self._keyed_or_walked(lambda path: path.on_path(ids), walked)
+        return [entry for entry in found if str(entry.get("id")) in on_path]
 
     def latest(self, match: Callable[[Entry], bool]) -> Entry | None:
         """The entry nearest the leaf that ``match``es, or ``None``: read back

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessiontree import services as tree_services
+from sessiontree.core import entry_keys
 from sessiontree.core.entries import custom_entry
 from sessiontree.core.types import UNSET, Entry, Unset
 from sessiontree.providers.base import SessionTreeProvider
@@ -78,35 +79,25 @@ def _state_hint(state: RoleplayState, limit: int = 8) -> str:
     return f'values on this branch: {shown}; an "add" op creates a value that is not there yet'
 
 
-def _commit_id_of(entry: Entry) -> str | None:
-    """The commit id an entry carries (turn result, commit, repair), if any."""
-    kind = schema.roleplay_entry_kind(entry)
-    payload = schema.roleplay_payload(entry)
-    if not isinstance(payload, dict):
-        return None
-    if kind == "commit":
-        commit: Any = payload
-    elif kind in ("turn", "repair"):
-        commit = payload.get("commit")
-    else:
-        return None
-    commit_id = commit.get("commitId") if isinstance(commit, dict) else None
-    return commit_id if isinstance(commit_id, str) else None
-
-
 def _commits_on_path(branch: Branch, character_id: str, commit_id: str) -> bool:
     """Whether an entry of ``character_id`` on the branch carries the commit
-    ``commit_id``: read back from the leaf, so a recent commit is found in
-    the tail the reduction read."""
+    ``commit_id``: found by its key (the entries carrying a commit are
+    stored with its id as their key), however far back; read back from the
+    leaf where the key finds nothing (an entry stored before keys were kept:
+    ``sessiontree.core.entry_keys``), so a recent commit is found in the tail
+    the reduction read."""
 
     def carries(entry: Entry) -> bool:
         payload = schema.roleplay_payload(entry)
         return (
             isinstance(payload, dict)
             and payload.get("characterId") == character_id
-            and _commit_id_of(entry) == commit_id
+            and schema.commit_id_of(entry) == commit_id
         )
 
+    key = entry_keys.key_of(schema.COMMIT_KEY, commit_id)
+    if key is not None and branch["path"].keyed(key, carries):
+        return True
     return branch["path"].latest(carries) is not None
 
 
@@ -124,7 +115,7 @@ def _commit_that_set(branch: Branch, pointer: str) -> str | None:
     entry = branch["path"].entry(entry_id)
     if entry is None:
         return None
-    commit_id = _commit_id_of(entry)
+    commit_id = schema.commit_id_of(entry)
     if commit_id is not None:
         return commit_id
     # An accepted review: its change belongs to the commit that proposed it.

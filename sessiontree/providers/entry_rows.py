@@ -24,6 +24,7 @@ import orjson
 from django.db import connection, models
 from django.utils import timezone
 
+from sessiontree.core import entry_keys
 from sessiontree.core.errors import InvalidEntry
 from sessiontree.core.path_facts import PathFacts, sets_model, sets_thinking
 from sessiontree.core.types import Entry
@@ -108,6 +109,9 @@ PAYLOAD_COLUMN_NAMES: tuple[str, ...] = tuple(
 COLUMNS: dict[str, Column] = {name: _column(name) for name in PAYLOAD_COLUMN_NAMES}
 COLUMN_INDEX: dict[str, int] = {name: i for i, name in enumerate(PAYLOAD_COLUMN_NAMES)}
 EXTRA_INDEX = len(PAYLOAD_COLUMN_NAMES)
+# Written after ``extra`` with the payload (and rewritten with it), never read
+# back into the entry: its key (``core/entry_keys.py``), for reads by key.
+KEY_COLUMN = "entry_key"
 
 
 def _fits(column: Column, value: Any) -> bool:
@@ -159,6 +163,7 @@ def encode_entry(entry: Entry) -> dict[str, Any]:
                 _check_text(value, entry_id, key)
             values[name] = value
     values["extra"] = _dump({"keys": list(entry), "fields": fields}, entry_id, "extra")
+    values[KEY_COLUMN] = entry_keys.entry_key(entry)
     return values
 
 
@@ -245,6 +250,7 @@ INSERT_COLUMN_NAMES: tuple[str, ...] = (
     "created_at",
     *PAYLOAD_COLUMN_NAMES,
     "extra",
+    KEY_COLUMN,
 )
 _INSERT_INTO = f"INSERT INTO {TABLE} ({SESSION_COLUMN}, {', '.join(quote(n) for n in INSERT_COLUMN_NAMES)}) "
 INSERT_SQL = f"{_INSERT_INTO}VALUES ({', '.join(['%s'] * (len(INSERT_COLUMN_NAMES) + 1))})"
@@ -276,7 +282,7 @@ UPDATE_FACTS_SQL = (
     f"UPDATE {TABLE} SET {', '.join(f'{quote(n)} = %s' for n in KIND_FACT_COLUMN_NAMES)} "
     f"WHERE {SESSION_COLUMN} = %s AND {quote('entry_id')} = %s"
 )
-_UPDATE_COLUMN_NAMES: tuple[str, ...] = (*PAYLOAD_COLUMN_NAMES, "extra", "status")
+_UPDATE_COLUMN_NAMES: tuple[str, ...] = (*PAYLOAD_COLUMN_NAMES, "extra", KEY_COLUMN, "status")
 # The only UPDATE of an entry: its WHERE clause refuses completed rows.
 UPDATE_IN_FLIGHT_SQL = (
     f"UPDATE {TABLE} SET {', '.join(f'{quote(n)} = %s' for n in _UPDATE_COLUMN_NAMES)} "
@@ -287,11 +293,11 @@ UPDATE_IN_FLIGHT_SQL = (
 # An erase (the audited exception to immutable rows): a completed row's
 # payload rewritten in place, its id, parent and place kept.
 ERASE_SQL = (
-    f"UPDATE {TABLE} SET {', '.join(f'{quote(n)} = %s' for n in (*PAYLOAD_COLUMN_NAMES, 'extra'))} "
+    f"UPDATE {TABLE} SET {', '.join(f'{quote(n)} = %s' for n in (*PAYLOAD_COLUMN_NAMES, 'extra', KEY_COLUMN))} "
     f"WHERE {SESSION_COLUMN} = %s AND {quote('entry_id')} = %s AND {quote('status')} = %s"
 )
 
-_payload_values = itemgetter(*PAYLOAD_COLUMN_NAMES, "extra")
+_payload_values = itemgetter(*PAYLOAD_COLUMN_NAMES, "extra", KEY_COLUMN)
 
 
 def kind_fact_values(facts: PathFacts) -> tuple[Any, ...]:
@@ -395,7 +401,7 @@ def _literal_function() -> Callable[[bytes], bytes] | None:
 
 
 def payload_literals(entries: Iterable[Entry]) -> list[bytes] | None:
-    """Each entry's payload columns (``encode_entry``, ``extra`` last) as
+    """Each entry's payload columns (``encode_entry``: ``extra``, then its key) as
     escaped SQL literals, the tail of its row in ``insert_statements``: the
     expensive part of a bulk INSERT, which can be done before the write's
     transaction (even in another thread: the escaping is that thread's own
@@ -434,8 +440,9 @@ def _literal_plan(entry_type: Any) -> dict[str, tuple[int, str, bool, int | None
 
 
 def _payload_literal(entry: Entry, literal: Callable[[bytes], bytes], empty: tuple[bytes, ...] | None = None) -> bytes:
-    """``_row_literal(_payload_values(encode_entry(entry)))`` in one pass: the
-    same columns, values, checks and errors (in the same order), without the
+    """``_row_literal(_payload_values(encode_entry(entry)))`` in one pass (the
+    payload columns, ``extra``, the entry's key): the same columns, values,
+    checks and errors (in the same order), without the
     intermediate dict and text (JSON goes from orjson's bytes to the literal).
     Raises ``_NotInlinable`` for a value of a subclass of str or int."""
     entry_id = entry.get("id")
@@ -487,6 +494,8 @@ def _payload_literal(entry: Entry, literal: Callable[[bytes], bytes], empty: tup
         out[EXTRA_INDEX] = literal(orjson.dumps({"keys": list(entry), "fields": fields}))
     except (TypeError, orjson.JSONEncodeError) as exc:
         raise InvalidEntry(f"Entry {entry_id}: field 'extra' cannot be stored as JSON ({exc})") from None
+    found = entry_keys.entry_key(entry)
+    out.append(b"NULL" if found is None else literal(found.encode()))
     return b",".join(out)
 
 
@@ -550,13 +559,11 @@ def _packed(rows: Iterable[bytes]) -> list[bytes]:
 
 
 def update_in_flight_params(session_key: str, entry: Entry, *, status: str, in_flight_status: str) -> list[Any]:
-    values = encode_entry(entry)
-    return [*(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra")), status, session_key, entry["id"], in_flight_status]
+    return [*_payload_values(encode_entry(entry)), status, session_key, entry["id"], in_flight_status]
 
 
 def erase_params(session_key: str, entry: Entry, *, status: str) -> list[Any]:
-    values = encode_entry(entry)
-    return [*(values[n] for n in (*PAYLOAD_COLUMN_NAMES, "extra")), session_key, entry["id"], status]
+    return [*_payload_values(encode_entry(entry)), session_key, entry["id"], status]
 
 
 def db_now() -> Any:

@@ -63,6 +63,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from sessiontree.core import entry_keys
 from sessiontree.core.entries import first_message_preview
 from sessiontree.core.errors import (
     CommitOutcomeUnknown,
@@ -235,6 +236,8 @@ class FileIndex:
             raise ValueError("two span ints per entry")
         position, ids, parents, types, has_child = self.position, self.ids, self.parents, self.types, self.has_child
         keyed, first_child = self.keyed, self.first_child
+        # Entries a key rule looks at (``core/entry_keys.py``): their key too.
+        key_tools, key_customs = entry_keys.keyed_tool_names(), entry_keys.keyed_custom_types()
         depth_of, compaction_of, model_of = self.fact_depth, self.fact_compaction, self.fact_model
         thinking_of, exact_of, jump_of, jump_depth_of = (
             self.fact_thinking,
@@ -301,6 +304,8 @@ class FileIndex:
                         tool = message.get("toolName")
                         if tool.__class__ is str:
                             keyed.setdefault(("tool", tool), []).append(at)
+                            if tool in key_tools and (key := entry_keys.entry_key(entry)) is not None:
+                                keyed.setdefault(("key", key), []).append(at)
                         if message.get("role") == "assistant":
                             model = at
                 elif entry_type == "compaction":
@@ -315,6 +320,8 @@ class FileIndex:
                     custom_type = entry.get("customType")
                     if custom_type.__class__ is str:
                         keyed.setdefault(("custom", custom_type), []).append(at)
+                        if custom_type in key_customs and (key := entry_keys.entry_key(entry)) is not None:
+                            keyed.setdefault(("key", key), []).append(at)
                 elif entry_type == "label" or entry_type == "context_edit":
                     target = entry.get("targetId")
                     if target.__class__ is str:
@@ -911,6 +918,10 @@ class FileView:
         """``message`` entries naming one of ``tool_names`` from the index (``keyed_reads``)."""
         wanted = set(tool_names)
         return self._keyed("tool", wanted, limit, lambda e: keyed_reads.names_tool(e, wanted))
+
+    def entries_with_key(self, key: str) -> list[Entry]:
+        """The entries whose key (``core/entry_keys.py``) is ``key``, from the index (``keyed_reads``)."""
+        return self._keyed("key", [key], None, lambda e: entry_keys.entry_key(e) == key)
 
     def iter_stored(self) -> Iterator[Entry]:
         """The file's entries in append order, read in bounded runs."""

@@ -14,7 +14,7 @@ neither.
 
 The file stays Pi's, byte for byte; the sidecar holds no payload text (ids,
 parent ids, types, offsets, path facts, and the keys of keyed reads: tool
-names, custom types, target ids). Erase, destroy, migration and every cut of
+names, custom types, target ids, the entries' keys of ``core/entry_keys.py``). Erase, destroy, migration and every cut of
 the file delete it.
 
 **Never served stale.** A sidecar names the file it describes: device and
@@ -56,6 +56,7 @@ from typing import Any
 import orjson
 from django.conf import settings
 
+from sessiontree.core import entry_keys
 from sessiontree.core.path_facts import PathFacts
 from sessiontree.core.session_reader import gc_paused
 
@@ -68,8 +69,10 @@ MAGIC = b"STIDX\x01\n"
 # names and PathFacts' fields are part of the format key already).
 # 3: an entry whose parent comes later in the file is that parent's child, not a root;
 # 4: the path facts as columns by position (the slots' names say it too), the
-# parents as positions.
-VERSION = 4
+# parents as positions;
+# 5: the entries' keys (``core/entry_keys.py``) among the keyed positions (the
+# registered rules are part of the format key too).
+VERSION = 5
 # Bytes of the file's beginning whose hash a sidecar keeps (the header line, mostly).
 HEAD_BYTES = 4096
 # Lines whose bytes a sidecar's sample hash covers (spread evenly, the last one always).
@@ -109,11 +112,16 @@ def delete(session_file: Path) -> None:
             _unlink_quietly(stray)
 
 
-@functools.cache
 def format_key(slots: tuple[str, ...]) -> str:
     """What a sidecar must have been written with to be read: this module's
-    version, the index's slots, PathFacts' fields, Python's marshal format."""
-    parts = [str(VERSION), ",".join(sorted(slots)), ",".join(PathFacts._fields)]
+    version, the index's slots, PathFacts' fields, the entry key rules
+    registered (``entry_keys.signature``), Python's marshal format."""
+    return _format_key(slots, entry_keys.signature())
+
+
+@functools.cache
+def _format_key(slots: tuple[str, ...], rules: str) -> str:
+    parts = [str(VERSION), ",".join(sorted(slots)), ",".join(PathFacts._fields), rules]
     parts += [f"{sys.version_info[0]}.{sys.version_info[1]}", str(marshal.version)]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
 

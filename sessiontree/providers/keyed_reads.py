@@ -26,6 +26,7 @@ may answer ``None`` for "ask the generic way":
 - ``path_entries(entry_id, top, bottom) -> list[Entry] | None``
 - ``custom_entries(custom_types, limit=None) -> list[Entry]``
 - ``tool_results(tool_names, limit=None) -> list[Entry]``
+- ``entries_with_key(key) -> list[Entry]``
 - ``ids_in_order(start, limit, types=None, before=False) -> list[tuple[int, str]]``
 - ``entries_in_order(start, limit, types=None, before=False) -> list[tuple[int, Entry]]``
 - ``position_of(entry_id) -> int | None``
@@ -41,6 +42,7 @@ import inspect
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from sessiontree.core import entry_keys
 from sessiontree.core.path import resolve_latest_labels, walk_path
 from sessiontree.core.path_facts import PathFacts, facts_in_order
 from sessiontree.core.types import Entry, LabelInfo
@@ -338,6 +340,18 @@ def tool_results(
         wanted = set(tool_names)
         found = [entry for entry in view.all_entries(types=("message",)) if names_tool(entry, wanted)]
     return found if limit is None else found[: max(limit, 0)]
+
+
+def entries_with_key(view: StoredView, key: str) -> list[Entry]:
+    """The entries whose key (``core/entry_keys.py``) is ``key``, in append
+    order: by the storage's index of keys where it has one; generic: every
+    ``custom`` and ``message`` entry's key computed. A hint, as the module
+    says: a row stored before its rule existed may be missing."""
+    own = getattr(view, "entries_with_key", None)
+    found: list[Entry] | None = own(key) if own is not None else None
+    if found is None:
+        found = [entry for entry in view.all_entries(types=("custom", "message")) if entry_keys.entry_key(entry) == key]
+    return found
 
 
 # --- entries in append order, from a position --------------------------------------------

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 from django.db import IntegrityError, connection
 from django.utils import timezone
 
+from sessiontree.core import entry_keys
 from sessiontree.core.entries import MAX_ENTRY_ID_LENGTH, first_message_preview
 from sessiontree.core.errors import EntryNotFound, ImmutableEntry, InvalidEntry
 from sessiontree.core.ids import new_entry_id
@@ -665,6 +666,7 @@ _CUSTOM_SQL = (
     f"{rows.SELECT_PAYLOAD} {{custom_index}} WHERE {rows.SESSION_COLUMN} = %s AND custom_type IN ({{types}}) "
     f"AND type = 'custom'{{order}}{{limit}}"
 )
+_KEY_SQL = f"{rows.SELECT_PAYLOAD} {{key_index}} WHERE {rows.SESSION_COLUMN} = %s AND entry_key = %s ORDER BY entry_seq"
 # ``tool_name`` is computed from ``message`` by the database (its first
 # ``TOOL_NAME_LENGTH`` characters): the rows are checked again once decoded.
 TOOL_NAME_LENGTH = 64
@@ -1266,6 +1268,15 @@ class MySQLView:
         with connection.cursor() as cursor, gc_paused():
             cursor.execute(sql, [self.state.session_id, *kinds])
             return rows.decode_rows(cursor.fetchall())
+
+    def entries_with_key(self, key: str) -> list[Entry]:
+        """The entries whose key is ``key``, by ``entry_key_idx`` (``keyed_reads``):
+        the rows the column matches (a collation that ignores case may match
+        more), checked again once decoded."""
+        with connection.cursor() as cursor, gc_paused():
+            cursor.execute(_KEY_SQL.format(key_index=_index_hint("entry_key_idx")), [self.state.session_id, key])
+            found = rows.decode_rows(cursor.fetchall())
+        return [entry for entry in found if entry_keys.entry_key(entry) == key]
 
     def tool_results(
         self, tool_names: Collection[str], limit: int | None = None, *, ordered: bool = True

@@ -24,6 +24,7 @@ from roleplay import schema
 from roleplay.reducer import reduce_branch
 from roleplay.services import branch as branch_module
 from roleplay.services import history, planning, reads, writes
+from sessiontree.core import entry_keys
 from sessiontree.core.types import UNSET, Unset
 from tests.roleplay.test_reducer_properties import CHARACTER, patch_ops, review_ids, review_ops, turn_ids, values
 from tests.roleplay.test_state_reads import build_tree, long_roleplay_session, no_walk, patched, steps
@@ -45,6 +46,9 @@ class WholePath:
 
     def latest(self, match: Any) -> dict[str, Any] | None:
         return next((e for e in reversed(self._path) if match(e)), None)
+
+    def keyed(self, key: str, match: Any) -> list[dict[str, Any]]:
+        return [e for e in self._path if entry_keys.entry_key(e) == key and match(e)]
 
 
 @contextlib.contextmanager
@@ -244,6 +248,7 @@ def long_writes(facts: dict[str, Any]) -> dict[str, tuple]:
     return {
         "correct": ("correct", correction()),
         "correct_recent": ("correct", correction(correctsCommitId=facts["last"])),
+        "correct_old": ("correct", correction(correctsCommitId=facts["first"])),
         "correct_unknown": ("correct", correction(correctsCommitId="commit-none")),
         "amend": ("amend", REVIEW, 2),
         "accept": ("decide", REVIEW, "accept", None),
@@ -322,8 +327,20 @@ def write_statements(provider, session_id: str, write: tuple, leaf: str) -> int:
 
 
 def test_each_write_sends_the_same_statements_at_any_length(provider):
+    """``correct_old`` names the session's first commit: found by its key,
+    not by reading the path back to it (which grew with the session)."""
     facts = {size: long_session(provider, f"rw-{size}", size) for size in (1000, 5000)}
-    for name in ("correct", "correct_recent", "amend", "accept", "repair", "checkpoint", "archive", "compaction"):
+    for name in (
+        "correct",
+        "correct_recent",
+        "correct_old",
+        "amend",
+        "accept",
+        "repair",
+        "checkpoint",
+        "archive",
+        "compaction",
+    ):
         counts = []
         for size, found in facts.items():
             write = long_writes(found)[name]
@@ -371,3 +388,31 @@ def test_where_the_path_facts_cannot_say_the_writes_walk_the_path(provider):
         ):
             assert outcome(NoWholePath(provider), "unclear", write, leaf) == expected, name
     assert walks  # the named commits far from the leaf, the unknown one
+
+
+def test_a_correction_naming_the_first_commit_reads_as_many_entries_at_any_length(provider):
+    """The ``file`` storage sends no statements for a read: the entries its
+    reads decode (or take from its cache) are counted instead, and on
+    ``mysql`` the rows its statements return. Naming the first commit of the
+    session reads the same number at 1,000 and at 5,000 entries (by key:
+    reading the path back to it read every entry in between)."""
+    from sessiontree.providers import file_provider
+
+    counted: list[int] = []
+    index_read = file_provider.FileIndex.read
+
+    def counting_read(self, fd, positions):
+        counted.append(len(positions))
+        return index_read(self, fd, positions)
+
+    reads_by_size = []
+    for size in (1000, 5000):
+        found = long_session(provider, f"old-{size}", size)
+        write = long_writes(found)["correct_old"]
+        real_write(provider, f"old-{size}", write, found["leaf"])  # warm (the file index)
+        counted.clear()
+        with patched(file_provider.FileIndex, "read", counting_read), CaptureQueriesContext(connection) as queries:
+            written = real_write(provider, f"old-{size}", write, found["leaf"])
+        assert written["data"]["correctsCommitId"] == found["first"]
+        reads_by_size.append((sum(counted), len(queries)))
+    assert reads_by_size[0] == reads_by_size[1], reads_by_size
