@@ -90,7 +90,7 @@ class BranchPath:
         that ``match`` and lie on the path, in append order: one read by key
         and the path facts of what it found, whatever the distance to them.
         A key is a hint (an entry stored before its rule may lack it): an
-        empty answer says only that the key found nothing."""
+        empty answer says there is none only where ``keys_complete``."""
         found = [entry for entry in keyed_reads.entries_with_key(self._view, key) if match(entry)]
         if not found:
             return []
@@ -102,6 +102,10 @@ class BranchPath:
 
         on_path: set[str] = self._keyed_or_walked(lambda path: path.on_path(ids), walked)
         return [entry for entry in found if str(entry.get("id")) in on_path]
+
+    def keys_complete(self) -> bool:
+        """Whether ``keyed`` finding nothing proves there is nothing (``keyed_reads.keys_complete``)."""
+        return keyed_reads.keys_complete(self._view)
 
     def latest(self, match: Callable[[Entry], bool]) -> Entry | None:
         """The entry nearest the leaf that ``match``es, or ``None``: read back

@@ -82,10 +82,11 @@ def _state_hint(state: RoleplayState, limit: int = 8) -> str:
 def _commits_on_path(branch: Branch, character_id: str, commit_id: str) -> bool:
     """Whether an entry of ``character_id`` on the branch carries the commit
     ``commit_id``: found by its key (the entries carrying a commit are
-    stored with its id as their key), however far back; read back from the
-    leaf where the key finds nothing (an entry stored before keys were kept:
-    ``sessiontree.core.entry_keys``), so a recent commit is found in the tail
-    the reduction read."""
+    stored with its id as their key), however far back. Where the key finds
+    nothing and the storage cannot say its keys are complete (a ``mysql``
+    row stored by a process without the rule has none:
+    ``sessiontree.core.entry_keys``), read back from the leaf, so a recent
+    commit is found in the tail the reduction read."""
 
     def carries(entry: Entry) -> bool:
         payload = schema.roleplay_payload(entry)
@@ -96,9 +97,12 @@ def _commits_on_path(branch: Branch, character_id: str, commit_id: str) -> bool:
         )
 
     key = entry_keys.key_of(schema.COMMIT_KEY, commit_id)
-    if key is not None and branch["path"].keyed(key, carries):
+    path = branch["path"]
+    if key is not None and path.keyed(key, carries):
         return True
-    return branch["path"].latest(carries) is not None
+    if key is not None and path.keys_complete():
+        return False
+    return path.latest(carries) is not None
 
 
 def _commit_that_set(branch: Branch, pointer: str) -> str | None:

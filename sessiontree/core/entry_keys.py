@@ -22,7 +22,8 @@ A key is a hint, never a fact a reader trusts blindly: ``entries_with_key``
 may miss an entry stored before its rule existed (a ``mysql`` row written
 by a process without the rule), and a storage may match more rows than the
 key (a case-insensitive collation), so readers check what they get and
-fall back to their reading by path where nothing is found.
+fall back to their reading by path where nothing is found, unless the
+storage says it knows every entry's key (``keyed_reads.keys_complete``).
 
 Pure Python: no Django (the kernel's rule); the registry lives for the
 process, filled by apps when they start (``AppConfig.ready``).

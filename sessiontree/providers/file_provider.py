@@ -155,6 +155,7 @@ class FileIndex:
         "header",
         "ids",
         "inode",
+        "key_rules",
         "keyed",
         "lengths",
         "more_children",
@@ -223,6 +224,8 @@ class FileIndex:
         # ("custom", customType) of ``custom`` entries and ("tool", toolName)
         # of ``message`` entries whose message names a tool.
         self.keyed: dict[tuple[str, str], list[int]] = {}
+        # The entry key rules its keys were computed under (a sidecar is read only under the same).
+        self.key_rules = entry_keys.signature()
 
     def extend(self, entries: Sequence[Entry], spans: Sequence[int], *, keep: bool = True) -> None:
         """Add entries read or written after the ones known, with where each
@@ -922,6 +925,11 @@ class FileView:
     def entries_with_key(self, key: str) -> list[Entry]:
         """The entries whose key (``core/entry_keys.py``) is ``key``, from the index (``keyed_reads``)."""
         return self._keyed("key", [key], None, lambda e: entry_keys.entry_key(e) == key)
+
+    def keys_complete(self) -> bool:
+        """Whether ``entries_with_key`` knows every entry's key (``keyed_reads``):
+        the index computed them from every line under the rules in force."""
+        return self.index.key_rules == entry_keys.signature()
 
     def iter_stored(self) -> Iterator[Entry]:
         """The file's entries in append order, read in bounded runs."""

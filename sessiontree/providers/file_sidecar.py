@@ -84,7 +84,18 @@ MIN_UNSAVED = 256
 # Slots that are not the index's content: where it came from, its in-process
 # token and bookkeeping, and what is rebuilt from the rest.
 _NOT_PERSISTED = frozenset(
-    {"token", "inode", "size", "mtime_ns", "offset", "sidecar_entries", "position", "type_counts", "waiting"}
+    {
+        "token",
+        "inode",
+        "size",
+        "mtime_ns",
+        "offset",
+        "sidecar_entries",
+        "position",
+        "type_counts",
+        "waiting",
+        "key_rules",
+    }
 )
 _META = struct.Struct("<I")
 

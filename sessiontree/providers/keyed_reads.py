@@ -27,6 +27,7 @@ may answer ``None`` for "ask the generic way":
 - ``custom_entries(custom_types, limit=None) -> list[Entry]``
 - ``tool_results(tool_names, limit=None) -> list[Entry]``
 - ``entries_with_key(key) -> list[Entry]``
+- ``keys_complete() -> bool``
 - ``ids_in_order(start, limit, types=None, before=False) -> list[tuple[int, str]]``
 - ``entries_in_order(start, limit, types=None, before=False) -> list[tuple[int, Entry]]``
 - ``position_of(entry_id) -> int | None``
@@ -352,6 +353,19 @@ def entries_with_key(view: StoredView, key: str) -> list[Entry]:
     if found is None:
         found = [entry for entry in view.all_entries(types=("custom", "message")) if entry_keys.entry_key(entry) == key]
     return found
+
+
+def keys_complete(view: StoredView) -> bool:
+    """Whether ``entries_with_key`` finds every entry with a key, so that
+    finding none proves there is none: the storage's own answer (the
+    ``file`` index computes every line's key under the rules in force; a
+    ``mysql`` row stored by a process without a rule has no key: not
+    complete), and always for the generic answer (every entry's key
+    computed)."""
+    if getattr(view, "entries_with_key", None) is None:
+        return True
+    own = getattr(view, "keys_complete", None)
+    return bool(own()) if own is not None else False
 
 
 # --- entries in append order, from a position --------------------------------------------

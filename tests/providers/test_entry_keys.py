@@ -227,3 +227,20 @@ def test_the_migration_keys_the_rows_stored_before_it(db, rule, tmp_path):
     migration.key_stored_rows(django_apps, editor)
     for value in ("one", "two", "ONE"):
         assert keyed_ids(provider, "backfill", value) == expected(entries, value), value
+
+
+def test_which_storages_know_every_key(any_provider, rule, request):
+    """``keys_complete``: the ``file`` index computed every line's key under
+    the rules in force (not once they changed), the generic answer computes
+    every entry's; a ``mysql`` row may have been stored without a rule."""
+    provider = any_provider
+    provider.create_session(session_id="complete", entries=keyed_session(20))
+    kind = request.node.callspec.params["any_provider"]
+    with provider.read("complete") as view:
+        assert keyed_reads.keys_complete(view) is (kind != "mysql"), kind
+    entry_keys.register_entry_key(RULE, key=value_of, custom_types=("x-ref",), version=2)
+    with provider.read("complete") as view:
+        assert keyed_reads.keys_complete(view) is (kind not in ("mysql", "file")), kind
+    clear_index_cache()  # a new process: the file read again under the new rules
+    with provider.read("complete") as view:
+        assert keyed_reads.keys_complete(view) is (kind != "mysql"), kind

@@ -50,6 +50,9 @@ class WholePath:
     def keyed(self, key: str, match: Any) -> list[dict[str, Any]]:
         return [e for e in self._path if entry_keys.entry_key(e) == key and match(e)]
 
+    def keys_complete(self) -> bool:
+        return True
+
 
 @contextlib.contextmanager
 def whole_path_branch(provider, session_id: str, leaf_entry_id: str | Unset | None = UNSET):
@@ -415,4 +418,43 @@ def test_a_correction_naming_the_first_commit_reads_as_many_entries_at_any_lengt
             written = real_write(provider, f"old-{size}", write, found["leaf"])
         assert written["data"]["correctsCommitId"] == found["first"]
         reads_by_size.append((sum(counted), len(queries)))
+    assert reads_by_size[0] == reads_by_size[1], reads_by_size
+
+
+def test_on_file_a_correction_naming_no_commit_of_the_branch_reads_as_many_entries_at_any_length(tmp_path, db):
+    """The error path: a commit that is on no branch, and one on another
+    branch. The ``file`` index knows every entry's key (``keys_complete``),
+    so finding none on the path proves there is none: the same entries read
+    at 1,000 and 5,000 entries (reading the path back read them all). On
+    ``mysql`` a key is only a hint (a row stored by a process without the
+    rule has none): the path is still read back there."""
+    from sessiontree.providers import file_provider
+    from tests.contract.conftest import make_provider
+
+    provider = make_provider("file", tmp_path)
+    counted: list[int] = []
+    index_read = file_provider.FileIndex.read
+
+    def counting_read(self, fd, positions):
+        counted.append(len(positions))
+        return index_read(self, fd, positions)
+
+    reads_by_size = []
+    for size in (1000, 5000):
+        found = long_session(provider, f"none-{size}", size)
+        # Above the turn that made "long-last": that commit is on another branch.
+        turn = provider.get_entry(f"none-{size}", found["leaf"])["parentId"]
+        leaf = provider.get_entry(f"none-{size}", turn)["parentId"]
+        provider.switch_leaf(f"none-{size}", leaf)
+        counts = []
+        for commit in ("commit-none", "long-last"):
+            write = ("correct", {"op": "replace", "path": "/a", "value": -1, "reason": "r", "correctsCommitId": commit})
+            with whole_path_reads():
+                expected = outcome(provider, f"none-{size}", write, leaf)
+            assert expected[0] == "RoleplayValidationError" and commit in expected[1], expected
+            counted.clear()
+            with patched(file_provider.FileIndex, "read", counting_read):
+                assert outcome(provider, f"none-{size}", write, leaf) == expected
+            counts.append(sum(counted))
+        reads_by_size.append(counts)
     assert reads_by_size[0] == reads_by_size[1], reads_by_size
