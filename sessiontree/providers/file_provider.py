@@ -155,6 +155,7 @@ class FileIndex:
         "header",
         "ids",
         "inode",
+        "key_at",
         "key_rules",
         "keyed",
         "lengths",
@@ -224,7 +225,10 @@ class FileIndex:
         # ("custom", customType) of ``custom`` entries and ("tool", toolName)
         # of ``message`` entries whose message names a tool.
         self.keyed: dict[tuple[str, str], list[int]] = {}
-        # The entry key rules its keys were computed under (a sidecar is read only under the same).
+        # Entries by their key (``core/entry_keys.py``): the position of the
+        # one entry with it, or the positions (ascending) of several; and the
+        # rules the keys were computed under (a sidecar is read only under the same).
+        self.key_at: dict[str, Any] = {}
         self.key_rules = entry_keys.signature()
 
     def extend(self, entries: Sequence[Entry], spans: Sequence[int], *, keep: bool = True) -> None:
@@ -241,6 +245,7 @@ class FileIndex:
         keyed, first_child = self.keyed, self.first_child
         # Entries a key rule looks at (``core/entry_keys.py``): their key too.
         key_tools, key_customs = entry_keys.keyed_tool_names(), entry_keys.keyed_custom_types()
+        keyed_here: list[tuple[str, int]] = []
         depth_of, compaction_of, model_of = self.fact_depth, self.fact_compaction, self.fact_model
         thinking_of, exact_of, jump_of, jump_depth_of = (
             self.fact_thinking,
@@ -308,7 +313,7 @@ class FileIndex:
                         if tool.__class__ is str:
                             keyed.setdefault(("tool", tool), []).append(at)
                             if tool in key_tools and (key := entry_keys.entry_key(entry)) is not None:
-                                keyed.setdefault(("key", key), []).append(at)
+                                keyed_here.append((key, at))
                         if message.get("role") == "assistant":
                             model = at
                 elif entry_type == "compaction":
@@ -324,7 +329,7 @@ class FileIndex:
                     if custom_type.__class__ is str:
                         keyed.setdefault(("custom", custom_type), []).append(at)
                         if custom_type in key_customs and (key := entry_keys.entry_key(entry)) is not None:
-                            keyed.setdefault(("key", key), []).append(at)
+                            keyed_here.append((key, at))
                 elif entry_type == "label" or entry_type == "context_edit":
                     target = entry.get("targetId")
                     if target.__class__ is str:
@@ -344,6 +349,15 @@ class FileIndex:
             add_type(entry_type)
             at += 1
         self.with_children += with_children
+        key_at = self.key_at
+        for key, where in keyed_here:
+            found = key_at.get(key)
+            if found is None:
+                key_at[key] = where
+            elif found.__class__ is list:
+                found.append(where)
+            else:
+                key_at[key] = [found, where]
         self.offsets.extend(spans[0::2])
         self.lengths.extend(spans[1::2])
         if self.type_counts is not None:
@@ -924,7 +938,11 @@ class FileView:
 
     def entries_with_key(self, key: str) -> list[Entry]:
         """The entries whose key (``core/entry_keys.py``) is ``key``, from the index (``keyed_reads``)."""
-        return self._keyed("key", [key], None, lambda e: entry_keys.entry_key(e) == key)
+        index = self.index
+        at = index.key_at.get(key)
+        found = index.read(self.fd, [] if at is None else at if at.__class__ is list else [at])
+        top = [e for e in self._top_in_order() if e["id"] not in index.position and entry_keys.entry_key(e) == key]
+        return [*found, *top]
 
     def keys_complete(self) -> bool:
         """Whether ``entries_with_key`` knows every entry's key (``keyed_reads``):

@@ -70,7 +70,7 @@ MAGIC = b"STIDX\x01\n"
 # 3: an entry whose parent comes later in the file is that parent's child, not a root;
 # 4: the path facts as columns by position (the slots' names say it too), the
 # parents as positions;
-# 5: the entries' keys (``core/entry_keys.py``) among the keyed positions (the
+# 5: the entries' keys (``core/entry_keys.py``, the slot ``key_at``; the
 # registered rules are part of the format key too).
 VERSION = 5
 # Bytes of the file's beginning whose hash a sidecar keeps (the header line, mostly).
