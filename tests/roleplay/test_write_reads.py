@@ -393,12 +393,10 @@ def test_where_the_path_facts_cannot_say_the_writes_walk_the_path(provider):
     assert walks  # the named commits far from the leaf, the unknown one
 
 
-def test_a_correction_naming_the_first_commit_reads_as_many_entries_at_any_length(provider):
-    """The ``file`` storage sends no statements for a read: the entries its
-    reads decode (or take from its cache) are counted instead, and on
-    ``mysql`` the rows its statements return. Naming the first commit of the
-    session reads the same number at 1,000 and at 5,000 entries (by key:
-    reading the path back to it read every entry in between)."""
+@contextlib.contextmanager
+def counted_file_reads():
+    """The entries the ``file`` storage's reads decode or take from its cache
+    (``FileIndex.read``), one count a call, while the block runs."""
     from sessiontree.providers import file_provider
 
     counted: list[int] = []
@@ -408,13 +406,22 @@ def test_a_correction_naming_the_first_commit_reads_as_many_entries_at_any_lengt
         counted.append(len(positions))
         return index_read(self, fd, positions)
 
+    with patched(file_provider.FileIndex, "read", counting_read):
+        yield counted
+
+
+def test_a_correction_naming_the_first_commit_reads_as_many_entries_at_any_length(provider):
+    """The ``file`` storage sends no statements for a read: the entries its
+    reads decode (or take from its cache) are counted, and on ``mysql`` the
+    statements it sends. Naming the first commit of the session reads the
+    same at 1,000 and at 5,000 entries (by key: reading the path back to it
+    read every entry in between)."""
     reads_by_size = []
     for size in (1000, 5000):
         found = long_session(provider, f"old-{size}", size)
         write = long_writes(found)["correct_old"]
         real_write(provider, f"old-{size}", write, found["leaf"])  # warm (the file index)
-        counted.clear()
-        with patched(file_provider.FileIndex, "read", counting_read), CaptureQueriesContext(connection) as queries:
+        with counted_file_reads() as counted, CaptureQueriesContext(connection) as queries:
             written = real_write(provider, f"old-{size}", write, found["leaf"])
         assert written["data"]["correctsCommitId"] == found["first"]
         reads_by_size.append((sum(counted), len(queries)))
@@ -428,17 +435,9 @@ def test_on_file_a_correction_naming_no_commit_of_the_branch_reads_as_many_entri
     at 1,000 and 5,000 entries (reading the path back read them all). On
     ``mysql`` a key is only a hint (a row stored by a process without the
     rule has none): the path is still read back there."""
-    from sessiontree.providers import file_provider
     from tests.contract.conftest import make_provider
 
     provider = make_provider("file", tmp_path)
-    counted: list[int] = []
-    index_read = file_provider.FileIndex.read
-
-    def counting_read(self, fd, positions):
-        counted.append(len(positions))
-        return index_read(self, fd, positions)
-
     reads_by_size = []
     for size in (1000, 5000):
         found = long_session(provider, f"none-{size}", size)
@@ -452,8 +451,7 @@ def test_on_file_a_correction_naming_no_commit_of_the_branch_reads_as_many_entri
             with whole_path_reads():
                 expected = outcome(provider, f"none-{size}", write, leaf)
             assert expected[0] == "RoleplayValidationError" and commit in expected[1], expected
-            counted.clear()
-            with patched(file_provider.FileIndex, "read", counting_read):
+            with counted_file_reads() as counted:
                 assert outcome(provider, f"none-{size}", write, leaf) == expected
             counts.append(sum(counted))
         reads_by_size.append(counts)
