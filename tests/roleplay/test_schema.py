@@ -6,9 +6,12 @@ import hashlib
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from roleplay import schema
 from roleplay.schema import RoleplayValidationError
+from sessiontree.core import entry_keys
 from sessiontree.core.errors import InvalidEntry
 
 
@@ -329,3 +332,49 @@ def test_turn_result_message_has_pi_tool_result_shape():
     json.dumps(message)
     with pytest.raises(RoleplayValidationError, match="commitId"):
         schema.build_turn_result_message(tool_call_id="c", character_id="alice", commit={"ops": []})
+
+
+# --- the commit key rule (sessiontree.core.entry_keys) -------------------------------------------
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+# Values where a commit id may sit, sometimes in the right shape.
+_commit_payload = st.one_of(
+    _json,
+    st.fixed_dictionaries({"commitId": _json}),
+    st.fixed_dictionaries({"commit": st.one_of(_json, st.fixed_dictionaries({"commitId": _json}))}),
+)
+
+
+@given(
+    custom_type=st.sampled_from([schema.COMMIT_TYPE, schema.REPAIR_TYPE, schema.CHECKPOINT_TYPE, "x-other"]),
+    data=_commit_payload,
+    details=_commit_payload,
+    message=_json,
+    role=st.sampled_from(["toolResult", "assistant", 3]),
+)
+def test_the_commit_key_rule_never_raises_whatever_an_entry_holds(custom_type, data, details, message, role):
+    """The storages ask the rule of every entry of its types as they store or
+    read them, written by anyone (a Pi extension too): a rule that raised
+    would refuse a write or make a file unreadable. A key only where a
+    commit id is a string, in the place its kind keeps it."""
+    custom = {"type": "custom", "id": "a", "customType": custom_type, "data": data}
+    turn = {
+        "type": "message",
+        "id": "b",
+        "message": {"role": role, "toolName": schema.TURN_TOOL_NAME, "details": details},
+    }
+    for entry in (custom, turn, {"type": "message", "id": "c", "message": message}):
+        found = schema.commit_id_of(entry)
+        assert found is None or isinstance(found, str)
+        key = entry_keys.entry_key(entry)
+        assert key == entry_keys.key_of(schema.COMMIT_KEY, found), entry
+    if custom_type == schema.COMMIT_TYPE and isinstance(data, dict) and isinstance(data.get("commitId"), str):
+        assert schema.commit_id_of(custom) == data["commitId"]
+    if custom_type == schema.CHECKPOINT_TYPE or custom_type == "x-other":
+        assert schema.commit_id_of(custom) is None
+    if role != "toolResult":
+        assert schema.commit_id_of(turn) is None
